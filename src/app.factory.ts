@@ -1,0 +1,40 @@
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import { Logger } from 'nestjs-pino';
+import { AppModule } from './app.module';
+import { AppConfig } from './config/app-config';
+
+export const BODY_LIMIT = 1024 * 1024;
+
+/** Stable operationIds: <Controller>_<method>, e.g. Devices_bind. */
+export function operationId(controllerKey: string, methodKey: string): string {
+  return `${controllerKey.replace(/Controller$/, '')}_${methodKey}`;
+}
+
+export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
+  const cfg = new DocumentBuilder()
+    .setTitle('Kurrent control plane')
+    .setDescription(
+      'Control plane of a diskless bare-metal fleet: devices, workers, bindings, boot variables, audit. ' +
+        'Every route except /healthz, /boot-vars and /devices/report needs `Authorization: Bearer <IPXE_CP_TOKEN>` when a token is set.',
+    )
+    .setVersion('1.0.0')
+    .addBearerAuth()
+    .build();
+  return SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId });
+}
+
+/** Builds the control-plane app (used by main.ts, the tests and the OpenAPI script). */
+export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {}): Promise<NestFastifyApplication> {
+  const app = await NestFactory.create<NestFastifyApplication>(
+    AppModule.forRoot(config),
+    new FastifyAdapter({ bodyLimit: BODY_LIMIT, trustProxy: false }),
+    { bufferLogs: true, logger: opts.quiet ? false : undefined },
+  );
+  if (!opts.quiet) app.useLogger(app.get(Logger));
+  app.enableShutdownHooks();
+  const doc = buildOpenApi(app);
+  SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'openapi.json', yamlDocumentUrl: 'openapi.yaml' });
+  return app;
+}

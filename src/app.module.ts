@@ -1,0 +1,68 @@
+import { DynamicModule, Module, RequestMethod } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
+import { LoggerModule } from 'nestjs-pino';
+import { AuditModule } from './audit/audit.module';
+import { BootModule } from './boot/boot.module';
+import { AuthGuard } from './common/auth.guard';
+import { AllExceptionsFilter } from './common/exception.filter';
+import { createValidationPipe } from './common/validation';
+import { AppConfig } from './config/app-config';
+import { ConfigModule } from './config/config.module';
+import { DevicesModule } from './devices/devices.module';
+import { DnsmasqModule } from './dnsmasq/dnsmasq.module';
+import { HealthController } from './health/health.controller';
+import { SettingsModule } from './settings/settings.module';
+import { StoreModule } from './store/store.module';
+import { WorkersModule } from './workers/workers.module';
+
+/** Paths whose values must never reach a log line. */
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  '*.token',
+  '*.dhchap_key',
+  '*.dhchap_ctrl_key',
+  '*.tls_psk',
+];
+
+@Module({})
+export class AppModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        LoggerModule.forRoot({
+          pinoHttp: {
+            level: config.logLevel,
+            redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+            autoLogging: true,
+            quietReqLogger: true,
+          },
+          // The boot path (every worker, every boot) is not access-logged unless asked for:
+          // a log line per request costs more than half of its throughput (see bench:boot).
+          exclude: config.accessLog
+            ? []
+            : [
+                { method: RequestMethod.GET, path: 'boot-vars' },
+                { method: RequestMethod.GET, path: 'devices/report' },
+                { method: RequestMethod.GET, path: 'healthz' },
+              ],
+        }),
+        StoreModule,
+        AuditModule,
+        DnsmasqModule,
+        SettingsModule,
+        DevicesModule,
+        WorkersModule,
+        BootModule,
+      ],
+      controllers: [HealthController],
+      providers: [
+        { provide: APP_GUARD, useClass: AuthGuard },
+        { provide: APP_FILTER, useClass: AllExceptionsFilter },
+        { provide: APP_PIPE, useFactory: createValidationPipe },
+      ],
+    };
+  }
+}

@@ -1,0 +1,44 @@
+import { Type } from 'class-transformer';
+import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+
+export class OperationsQueryDto {
+  /** Only entries with id > since. */
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  since?: number = 0;
+
+  /** At most this many entries (1-10000). */
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(10000)
+  limit?: number = 1000;
+
+  /** Only operations about this device (any MAC spelling; normalised). */
+  @IsOptional()
+  @IsString()
+  mac?: string;
+}
+
+/** One audit record. Besides the fixed fields, each op adds its own (worker_id, mac, old_mac, ...). */
+export class OperationEntryDto {
+  /** Monotonically increasing, never reused. */
+  id!: number;
+  /** ISO-8601 timestamp. */
+  ts!: string;
+  /** Operation name, e.g. device.bind, worker.create, settings.auto_register. */
+  op!: string;
+  /** ok | failed | started */
+  status!: string;
+  /** Caller's address. */
+  client?: string;
+}
+
+export class OperationsPageDto {
+  /** Pass as `since` to read the next page. */
+  next_cursor!: number;
+  entries!: OperationEntryDto[];
+}

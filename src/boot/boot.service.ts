@@ -1,0 +1,109 @@
+import { Injectable } from '@nestjs/common';
+import { badRequest } from '../common/api-error';
+import { normalizeId, normalizeMac } from '../common/mac';
+import { AppConfig } from '../config/app-config';
+import { SettingsService } from '../settings/settings.service';
+import { LedgerStore } from '../store/ledger.store';
+import { WorkerRecord } from '../store/records';
+import { DiskVarsResolver } from './disk-vars';
+import type { BootVarsDto } from './dto/boot-vars.dto';
+
+export interface BootVarsReply {
+  contentType: string;
+  body: string | BootVarsDto;
+}
+
+const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
+
+/**
+ * GET /boot-vars: a read-only projection of the ledger (no writes, no I/O beyond the cached
+ * ledger), answered on the hot path of every boot.
+ */
+@Injectable()
+export class BootService {
+  constructor(
+    private readonly store: LedgerStore,
+    private readonly settings: SettingsService,
+    private readonly disks: DiskVarsResolver,
+    private readonly config: AppConfig,
+  ) {}
+
+  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe'): BootVarsReply {
+    if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
+    let mac: string | null = null;
+    if (typeof rawMac === 'string' && rawMac.trim() !== '') {
+      mac = normalizeMac(rawMac);
+      if (!mac) throw badRequest(`mac: invalid MAC address ${JSON.stringify(rawMac)}`);
+    } else if (rawMac !== undefined && typeof rawMac !== 'string') {
+      throw badRequest('mac: must be given once');
+    }
+    const hostname = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
+    const r = this.resolve(mac, hostname);
+    if (r.kind === 'none') return this.reply(format, EMPTY_SCRIPT, {});
+    const vars: BootVarsDto = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
+    if (format === 'json') return { contentType: 'application/json; charset=utf-8', body: vars };
+    const label = r.kind === 'worker' ? r.worker.hostname : `${mac} (pooled, waiting to be bound to a worker)`;
+    let text = `#!ipxe\n# boot vars for ${label}\n`;
+    if (vars.base_iqn) text += `set base-iqn ${vars.base_iqn}\n`;
+    if (vars.iscsi_server) text += `set iscsi-server ${vars.iscsi_server}\n`;
+    if (vars.iscsi_sep) text += `set iscsi-sep ${vars.iscsi_sep}\n`;
+    text += `set menu-default ${vars.menu_default}\nset menu-timeout ${vars.menu_timeout}\n`;
+    return { contentType: 'text/plain; charset=utf-8', body: text };
+  }
+
+  /**
+   * hostname -> worker (hostname or worker_id); else mac -> device -> bound worker. With a mac,
+   * the device must be bound to the worker the hostname names (anti-spoofing).
+   */
+  private resolve(
+    mac: string | null,
+    hostname: string | null,
+  ): { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' } | { kind: 'none' } {
+    const store = this.store.read();
+    const device = mac ? store.devices.get(mac) : undefined;
+    if (hostname) {
+      const id = store.workers.has(hostname) ? hostname : store.workerIdByHostname().get(hostname);
+      const worker = id ? store.workers.get(id) : undefined;
+      if (worker) {
+        if (!mac) return { kind: 'worker', worker };
+        if (device?.state === 'bound' && device.bound_worker_id === worker.worker_id) return { kind: 'worker', worker };
+        return { kind: 'none' };
+      }
+    }
+    if (!mac) return { kind: 'none' };
+    if (device?.state === 'bound' && device.bound_worker_id) {
+      const worker = store.workers.get(device.bound_worker_id);
+      return worker ? { kind: 'worker', worker } : { kind: 'none' };
+    }
+    if (device?.state === 'pooled') return { kind: 'pooled' };
+    // Unknown MAC: /boot-vars never writes; with auto-register on, the reboot loop sends the
+    // device back through /devices/report, which pools it.
+    if (!device && this.settings.autoRegister) return { kind: 'pooled' };
+    return { kind: 'none' };
+  }
+
+  private workerVars(w: WorkerRecord): BootVarsDto {
+    const disk = this.disks.resolve(w);
+    const menuDefault = w.default_os ?? w.boot.menu_default;
+    const out: BootVarsDto = {} as BootVarsDto;
+    if (disk) {
+      out.base_iqn = disk.base_iqn;
+      if (disk.iscsi_server) out.iscsi_server = disk.iscsi_server;
+      if (disk.iscsi_sep) out.iscsi_sep = disk.iscsi_sep;
+    }
+    if (!menuDefault) return { ...out, ...this.rebootLoop() };
+    out.menu_default = menuDefault;
+    out.menu_timeout = w.boot.menu_timeout ?? this.config.bootMenuTimeoutMs;
+    return out;
+  }
+
+  private rebootLoop(): BootVarsDto {
+    return { menu_default: 'reboot', menu_timeout: this.config.autoBootTimeoutMs };
+  }
+
+  private reply(format: string, script: string, json: object): BootVarsReply {
+    return format === 'json'
+      ? { contentType: 'application/json; charset=utf-8', body: json as BootVarsDto }
+      : { contentType: 'text/plain; charset=utf-8', body: script };
+  }
+}

@@ -1,0 +1,35 @@
+import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { AppConfig } from '../config/app-config';
+import { ApiError } from './api-error';
+
+export const PUBLIC_ROUTE = 'kurrent:public';
+/** Marks a route as reachable without the Bearer token (healthz, boot-vars, devices/report). */
+export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+/** Bearer IPXE_CP_TOKEN on every route not marked @Public; compared in constant time. */
+@Injectable()
+export class AuthGuard implements CanActivate {
+  private readonly expected: Buffer | null;
+
+  constructor(
+    private readonly reflector: Reflector,
+    config: AppConfig,
+  ) {
+    this.expected = config.token ? digest(config.token) : null;
+  }
+
+  canActivate(ctx: ExecutionContext): boolean {
+    if (!this.expected) return true;
+    if (this.reflector.get<boolean>(PUBLIC_ROUTE, ctx.getHandler())) return true;
+    const header = ctx.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers
+      .authorization;
+    const m = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim()) : null;
+    // Hashing both sides gives equal-length buffers, so timingSafeEqual never throws or leaks length.
+    if (m && timingSafeEqual(digest(m[1]), this.expected)) return true;
+    throw new ApiError(401, 'missing or invalid bearer token');
+  }
+}

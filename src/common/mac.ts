@@ -1,0 +1,20 @@
+/**
+ * MAC addresses arrive as `00:0c:29:b9:8b:2d`, `00-0C-29-B9-8B-2D`, `000c.29b9.8b2d` or bare
+ * hex (`${mac:hexraw}`); the ledger stores the lower-case colon form only.
+ */
+export function normalizeMac(input: unknown): string | null {
+  if (typeof input !== 'string') return null;
+  const hex = input.trim().replace(/[:\-.]/g, '').toLowerCase();
+  if (!/^[0-9a-f]{12}$/.test(hex)) return null;
+  return hex.match(/../g)!.join(':');
+}
+
+/** Worker ids, hostnames and agent ids: letters, digits, dot, underscore, hyphen (stored lower-case). */
+export const ID_PATTERN = /^[a-z0-9](?:[a-z0-9._-]{0,62})$/;
+
+export function normalizeId(input: unknown): string | null {
+  if (typeof input !== 'string') return null;
+  const v = input.trim().toLowerCase();
+  if (!ID_PATTERN.test(v) || v.includes('..')) return null;
+  return v;
+}

@@ -1,0 +1,77 @@
+import { applyDecorators } from '@nestjs/common';
+import { ApiProperty } from '@nestjs/swagger';
+import { Transform } from 'class-transformer';
+import { ValidateBy, ValidationOptions } from 'class-validator';
+import { ID_PATTERN, normalizeId, normalizeMac } from './mac';
+
+/**
+ * Combined validators: each pairs the class-validator rule, the normalising transform and the
+ * ApiProperty the swagger plugin cannot infer, so the spec says exactly what the pipe enforces.
+ */
+
+/** A MAC in any accepted spelling, normalised to lower-case colon form. */
+export function IsMac(opts: { required?: boolean; description?: string } = {}) {
+  return applyDecorators(
+    Transform(({ value }) => (typeof value === 'string' ? (normalizeMac(value) ?? value) : value)),
+    ValidateBy({
+      name: 'isMac',
+      validator: {
+        validate: (v) => typeof v === 'string' && normalizeMac(v) === v,
+        defaultMessage: (a) =>
+          `${a?.property} must be a MAC address (00:0c:29:b9:8b:2d, 00-0C-29-B9-8B-2D, 000c.29b9.8b2d or 000c29b98b2d)`,
+      },
+    }),
+    ApiProperty({
+      type: String,
+      required: opts.required ?? true,
+      example: '00:0c:29:b9:8b:2d',
+      description: opts.description ?? 'MAC address; colons, hyphens, dots or bare hex, any case.',
+    }),
+  );
+}
+
+/** worker_id / hostname: letters, digits, dot, underscore, hyphen; lower-cased; no `..`. */
+export function IsWorkerId(opts: { required?: boolean; description?: string; example?: string } = {}, vo?: ValidationOptions) {
+  return applyDecorators(
+    Transform(({ value }) => (typeof value === 'string' ? value.trim().toLowerCase() : value)),
+    ValidateBy(
+      {
+        name: 'isWorkerId',
+        validator: {
+          validate: (v) => typeof v === 'string' && normalizeId(v) === v,
+          defaultMessage: (a) =>
+            `${a?.property} must be 1-63 characters of letters, digits, '.', '_' or '-', starting with a letter or digit, without '..'`,
+        },
+      },
+      vo,
+    ),
+    ApiProperty({
+      type: String,
+      required: opts.required ?? true,
+      pattern: ID_PATTERN.source,
+      maxLength: 63,
+      example: opts.example ?? 'worker-01',
+      description: opts.description,
+    }),
+  );
+}
+
+/** Query-string booleans: only `true`/`false` (also 1/0), anything else is a 400. */
+export function QueryBool() {
+  return applyDecorators(
+    Transform(({ value }) => {
+      if (value === true || value === false) return value;
+      if (value === 'true' || value === '1') return true;
+      if (value === 'false' || value === '0') return false;
+      return value;
+    }),
+    ValidateBy({
+      name: 'isQueryBool',
+      validator: {
+        validate: (v) => typeof v === 'boolean',
+        defaultMessage: (a) => `${a?.property} must be true or false`,
+      },
+    }),
+    ApiProperty({ type: Boolean, required: false, default: false }),
+  );
+}

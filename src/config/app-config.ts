@@ -1,0 +1,107 @@
+import * as path from 'node:path';
+
+/** How dnsmasq is told to re-read dhcp-hosts.conf after a binding change. */
+export type DnsmasqReload =
+  | { kind: 'none' }
+  | { kind: 'pidfile'; path: string }
+  | { kind: 'docker'; container: string }
+  | { kind: 'command'; command: string };
+
+/**
+ * Typed, validated configuration. Built once at boot from the environment
+ * (`loadConfig`); nothing else in the app reads process.env.
+ */
+export class AppConfig {
+  /** Bearer token; empty = auth disabled (reference 1.3). */
+  token!: string;
+  host!: string;
+  port!: number;
+  /** Start-up default of the auto-register switch (state/settings.json wins). */
+  autoRegister!: boolean;
+  /** Menu timeout (ms) of the reboot loop. */
+  autoBootTimeoutMs!: number;
+  /** Menu timeout (ms) when a default boot is configured. */
+  bootMenuTimeoutMs!: number;
+  configDir!: string;
+  stateDir!: string;
+  dnsmasqDir!: string;
+  dnsmasqReload!: DnsmasqReload;
+  /** atomic: temp file + rename; inplace: rewrite keeping the inode (single-file bind mounts). */
+  dnsmasqWriteMode!: 'atomic' | 'inplace';
+  /** How long report-driven ledger updates (last_seen, fingerprints) may stay unflushed. */
+  reportFlushMs!: number;
+  logLevel!: string;
+  /** Log every request (off by default on the boot path; see main.ts). */
+  accessLog!: boolean;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function bool(env: Env, name: string, dflt: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return dflt;
+  const v = raw.trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(v)) return true;
+  if (['false', '0', 'no', 'off'].includes(v)) return false;
+  throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
+}
+
+function int(env: Env, name: string, dflt: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return dflt;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer, got ${JSON.stringify(raw)}`);
+  const n = Number(raw.trim());
+  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function dir(env: Env, name: string, dflt: string, cwd: string): string {
+  const raw = env[name];
+  const v = raw === undefined || raw === '' ? dflt : raw;
+  if (v.includes('\0')) throw new ConfigError(`${name} must be a path`);
+  return path.resolve(cwd, v);
+}
+
+export function parseReload(raw: string | undefined, name = 'IPXE_CP_DNSMASQ_RELOAD'): DnsmasqReload {
+  const v = (raw ?? '').trim();
+  if (v === '' || v === 'none') return { kind: 'none' };
+  const idx = v.indexOf(':');
+  const kind = idx < 0 ? v : v.slice(0, idx);
+  const arg = idx < 0 ? '' : v.slice(idx + 1).trim();
+  if (kind === 'pidfile' && arg) return { kind: 'pidfile', path: arg };
+  if (kind === 'docker' && /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(arg)) return { kind: 'docker', container: arg };
+  if (kind === 'command' && arg) return { kind: 'command', command: arg };
+  throw new ConfigError(
+    `${name} must be none, pidfile:<path>, docker:<container> or command:<cmd>, got ${JSON.stringify(raw)}`,
+  );
+}
+
+/** Reads and validates every setting; throws ConfigError naming the variable. */
+export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
+  const c = new AppConfig();
+  c.token = env.IPXE_CP_TOKEN ?? '';
+  c.host = env.IPXE_CP_HOST || '0.0.0.0';
+  c.port = int(env, 'IPXE_CP_PORT', 4839, 0, 65535);
+  c.autoRegister = bool(env, 'IPXE_CP_AUTO_REGISTER', true);
+  c.autoBootTimeoutMs = int(env, 'IPXE_CP_AUTO_BOOT_TIMEOUT', 1, 0, 86_400_000);
+  c.bootMenuTimeoutMs = int(env, 'IPXE_CP_BOOT_MENU_TIMEOUT', 5000, 0, 86_400_000);
+  c.configDir = dir(env, 'IPXE_CP_CONFIG_DIR', 'config', cwd);
+  c.stateDir = dir(env, 'IPXE_CP_STATE_DIR', 'state', cwd);
+  c.dnsmasqDir = dir(env, 'IPXE_CP_DNSMASQ_DIR', 'dnsmasq', cwd);
+  c.dnsmasqReload = parseReload(env.IPXE_CP_DNSMASQ_RELOAD);
+  const mode = (env.IPXE_CP_DNSMASQ_WRITE_MODE || 'atomic').trim();
+  if (mode !== 'atomic' && mode !== 'inplace') {
+    throw new ConfigError(`IPXE_CP_DNSMASQ_WRITE_MODE must be atomic or inplace, got ${JSON.stringify(mode)}`);
+  }
+  c.dnsmasqWriteMode = mode;
+  c.reportFlushMs = int(env, 'IPXE_CP_REPORT_FLUSH_MS', 500, 0, 60_000);
+  const level = (env.IPXE_CP_LOG_LEVEL || 'info').trim();
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {
+    throw new ConfigError(`IPXE_CP_LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent, got ${JSON.stringify(level)}`);
+  }
+  c.logLevel = level;
+  c.accessLog = bool(env, 'IPXE_CP_ACCESS_LOG', false);
+  return c;
+}

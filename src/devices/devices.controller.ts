@@ -1,0 +1,101 @@
+import { Body, Controller, Delete, Get, Header, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { ApiBearerAuth, ApiOkResponse, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { Public } from '../common/auth.guard';
+import { ClientIp } from '../common/client-ip.decorator';
+import { BatchBindDto, BatchBindResultDto, BatchPreviewDto, BindQueryDto } from './dto/bind.dto';
+import { DeviceDto } from './dto/device.dto';
+import { ImportDevicesDto, ImportResultDto } from './dto/import-devices.dto';
+import { ListDevicesQueryDto } from './dto/list-devices.dto';
+import { RegisterDeviceDto } from './dto/register-device.dto';
+import { ReportQuery } from './dto/report.dto';
+import { DevicesService } from './devices.service';
+
+@ApiTags('devices')
+@ApiBearerAuth()
+@Controller('devices')
+export class DevicesController {
+  constructor(private readonly devices: DevicesService) {}
+
+  /**
+   * iPXE device report (no auth): updates fingerprint and last_seen; an unknown MAC enters the
+   * pool when auto-register is on; revoked devices are ignored. Answers an empty body.
+   */
+  @Public()
+  @Get('report')
+  @Header('Content-Type', 'text/plain; charset=utf-8')
+  @Header('Cache-Control', 'no-store')
+  @ApiProduces('text/plain')
+  @ApiOkResponse({ description: 'Empty body.', content: { 'text/plain': { schema: { type: 'string', example: '' } } } })
+  @ApiQuery({ name: 'mac', required: true, type: String, description: 'MAC, `${mac}` or `${netX/mac}` hex form' })
+  @ApiQuery({ name: 'uuid', required: false, type: String })
+  @ApiQuery({ name: 'manufacturer', required: false, type: String })
+  @ApiQuery({ name: 'product', required: false, type: String })
+  @ApiQuery({ name: 'serial', required: false, type: String })
+  @ApiQuery({ name: 'cpumodel', required: false, type: String })
+  @ApiQuery({ name: 'mem-total', required: false, type: String, description: 'Decimal or 0x hex (MiB)' })
+  @ApiQuery({ name: 'mem-type', required: false, type: String })
+  @ApiQuery({ name: 'mem-speed', required: false, type: String, description: 'Decimal or 0x hex' })
+  @ApiQuery({ name: 'chip', required: false, type: String })
+  @ApiQuery({ name: 'busid', required: false, type: String })
+  report(@Query() q: ReportQuery, @ClientIp() client: string): string {
+    return this.devices.report(q, client);
+  }
+
+  /** Device pool, optionally filtered by state. */
+  @Get()
+  list(@Query() q: ListDevicesQueryDto): DeviceDto[] {
+    return this.devices.list(q.state);
+  }
+
+  /** Manual registration into the pool (state=pooled, source=manual). 409 if it exists (revoked included). */
+  @Post()
+  register(@Body() body: RegisterDeviceDto, @ClientIp() client: string): Promise<DeviceDto> {
+    return this.devices.register(body, client);
+  }
+
+  /** Bulk pre-registration: each entry on its own; duplicates skipped, bad or revoked ones failed. */
+  @Post('import')
+  @HttpCode(200)
+  import(@Body() body: ImportDevicesDto, @ClientIp() client: string): Promise<ImportResultDto> {
+    return this.devices.import(body.entries, client);
+  }
+
+  /** Batch bind preview (read-only): matched / conflicts / not_found. */
+  @Post('bind/batch/preview')
+  @HttpCode(200)
+  preview(@Body() body: BatchBindDto): BatchPreviewDto {
+    return this.devices.batchPreview(body);
+  }
+
+  /** Batch bind execute: idempotent, item by item; succeeded / skipped / failed. */
+  @Post('bind/batch')
+  @HttpCode(200)
+  batch(@Body() body: BatchBindDto, @ClientIp() client: string): Promise<BatchBindResultDto> {
+    return this.devices.batchBind(body, client);
+  }
+
+  /** One device. */
+  @Get(':mac')
+  get(@Param('mac') mac: string): DeviceDto {
+    return this.devices.get(mac);
+  }
+
+  /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again). */
+  @Delete(':mac')
+  revoke(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
+    return this.devices.revoke(mac, client);
+  }
+
+  /** Bind to a worker (one-to-one). force=true swaps atomically; rebinding the same pair is a no-op. */
+  @Post(':mac/bind')
+  @HttpCode(200)
+  bind(@Param('mac') mac: string, @Query() q: BindQueryDto, @ClientIp() client: string): Promise<DeviceDto> {
+    return this.devices.bind(mac, q.worker_id, q.force ?? false, client);
+  }
+
+  /** Unbind: the device returns to the pool; the worker keeps its disks. */
+  @Delete(':mac/bind')
+  unbind(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
+    return this.devices.unbind(mac, client);
+  }
+}

@@ -1,0 +1,411 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { badRequest, conflict, notFound } from '../common/api-error';
+import { Clock } from '../common/clock';
+import { normalizeId, normalizeMac } from '../common/mac';
+import { AuditService } from '../audit/audit.service';
+import { reloadFailed } from '../dnsmasq/dnsmasq.service';
+import { SettingsService } from '../settings/settings.service';
+import { LedgerStore, Tx } from '../store/ledger.store';
+import { DeviceRecord, emptyFingerprint, Fingerprint } from '../store/records';
+import { BindingService } from './binding.service';
+import type {
+  BatchBindDto,
+  BatchBindResultDto,
+  BatchIssueDto,
+  BatchMatchedDto,
+  BatchPairDto,
+  BatchPreviewDto,
+  FingerprintMismatchDto,
+} from './dto/bind.dto';
+import type { ImportEntryDto, ImportResultDto } from './dto/import-devices.dto';
+import type { RegisterDeviceDto } from './dto/register-device.dto';
+import type { ReportQuery } from './dto/report.dto';
+
+const MAX_REPORT_FIELD = 256;
+
+function reportString(q: ReportQuery, name: keyof ReportQuery): string | null {
+  let v = q[name];
+  if (Array.isArray(v)) v = v[v.length - 1];
+  if (v === undefined || v === null) return null;
+  const s = String(v).trim();
+  if (s.length > MAX_REPORT_FIELD) throw badRequest(`${name}: longer than ${MAX_REPORT_FIELD} characters`);
+  return s === '' ? null : s;
+}
+
+/** Integers as iPXE reports them: `0x8000` hex or decimal. */
+function reportInt(q: ReportQuery, name: keyof ReportQuery): number | null {
+  const s = reportString(q, name);
+  if (s === null) return null;
+  let n: number;
+  if (/^0x[0-9a-f]+$/i.test(s)) n = parseInt(s.slice(2), 16);
+  else if (/^\d+$/.test(s)) n = Number(s);
+  else throw badRequest(`${name}: must be a decimal or 0x-hex integer, got ${JSON.stringify(s)}`);
+  if (!Number.isSafeInteger(n)) throw badRequest(`${name}: out of range`);
+  return n;
+}
+
+type PairVerdict =
+  | { kind: 'matched'; mac: string; worker_id: string; item: BatchMatchedDto }
+  | { kind: 'conflict' | 'not_found'; item: BatchIssueDto; skip: boolean };
+
+@Injectable()
+export class DevicesService {
+  private readonly log = new Logger('Devices');
+
+  constructor(
+    private readonly store: LedgerStore,
+    private readonly bindings: BindingService,
+    private readonly settings: SettingsService,
+    private readonly audit: AuditService,
+    private readonly clock: Clock,
+  ) {}
+
+  /**
+   * GET /devices/report: fingerprint + last_seen for known devices, pool entry for unknown ones
+   * when auto-register is on. Telemetry lands in memory at once and on disk in coalesced flushes.
+   */
+  report(q: ReportQuery, client: string): '' {
+    const mac = normalizeMac(Array.isArray(q.mac) ? q.mac[0] : q.mac);
+    if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(q.mac ?? null)})`);
+    const reported: Partial<Fingerprint> = {
+      manufacturer: reportString(q, 'manufacturer'),
+      product: reportString(q, 'product'),
+      serial: reportString(q, 'serial'),
+      cpumodel: reportString(q, 'cpumodel'),
+      mem_total: reportInt(q, 'mem-total'),
+      mem_type: reportString(q, 'mem-type'),
+      mem_speed: reportInt(q, 'mem-speed'),
+      chip: reportString(q, 'chip'),
+      busid: reportString(q, 'busid'),
+    };
+    const uuid = reportString(q, 'uuid');
+    const now = this.clock.isoNow();
+    const devices = this.store.read().devices;
+    const d = devices.get(mac);
+    if (d) {
+      if (d.state === 'revoked') return '';
+      devices.touch(mac, {
+        ...d,
+        uuid: uuid ?? d.uuid,
+        fingerprint: mergeFingerprint(d.fingerprint, reported),
+        first_seen: d.first_seen ?? now,
+        last_seen: now,
+      });
+      this.store.scheduleFlush();
+      return '';
+    }
+    if (!this.settings.autoRegister) return '';
+    devices.touch(mac, {
+      mac,
+      uuid,
+      state: 'pooled',
+      bound_worker_id: null,
+      key_hash: null,
+      source: 'ipxe',
+      fingerprint: mergeFingerprint(emptyFingerprint(), reported),
+      first_seen: now,
+      last_seen: now,
+    });
+    this.store.scheduleFlush();
+    this.audit
+      .record('device.register', { mac, source: 'ipxe', client })
+      .catch((err) => this.log.error({ err }, 'audit of device.register failed'));
+    return '';
+  }
+
+  list(state: string = 'all'): DeviceRecord[] {
+    const out: DeviceRecord[] = [];
+    for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) out.push(d);
+    return out;
+  }
+
+  get(rawMac: string): DeviceRecord {
+    const mac = this.parseMac(rawMac);
+    const d = this.store.read().devices.get(mac);
+    if (!d) throw notFound(`device not found: ${mac}`);
+    return d;
+  }
+
+  register(dto: RegisterDeviceDto, client: string): Promise<DeviceRecord> {
+    return this.store.exclusive(async () => {
+      const rec = await this.store.commit((tx) => {
+        const existing = tx.devices.get(dto.mac);
+        if (existing) throw conflict(`device already exists (state=${existing.state}): ${dto.mac}`);
+        const r = this.newManual(dto);
+        tx.devices.set(r.mac, r);
+        return r;
+      });
+      await this.audit.record('device.register', { mac: rec.mac, source: 'manual', client });
+      return rec;
+    });
+  }
+
+  import(entries: ImportEntryDto[], client: string): Promise<ImportResultDto> {
+    return this.store.exclusive(async () => {
+      const res = await this.store.commit((tx) => {
+        const out: ImportResultDto = { created: [], skipped: [], failed: [] };
+        for (const e of entries) {
+          const mac = normalizeMac(e.mac);
+          if (!mac) {
+            out.failed.push({ mac: e.mac, error: `invalid MAC address: ${e.mac}` });
+            continue;
+          }
+          const existing = tx.devices.get(mac);
+          if (existing?.state === 'revoked') out.failed.push({ mac, error: `device revoked: ${mac}` });
+          else if (existing) out.skipped.push({ mac, reason: `already registered (state=${existing.state})` });
+          else {
+            tx.devices.set(mac, this.newManual({ ...e, mac }));
+            out.created.push(mac);
+          }
+        }
+        return out;
+      });
+      for (const mac of res.created) await this.audit.record('device.register', { mac, source: 'manual', via: 'import', client });
+      await this.audit.record('device.import', {
+        created: res.created.length,
+        skipped: res.skipped.length,
+        failed: res.failed.length,
+        client,
+      });
+      return res;
+    });
+  }
+
+  revoke(rawMac: string, client: string): Promise<DeviceRecord> {
+    const mac = this.parseMac(rawMac);
+    return this.store.exclusive(async () => {
+      const rec = await this.store.commit((tx) => {
+        const d = tx.devices.get(mac);
+        if (!d) throw notFound(`device not found: ${mac}`);
+        if (d.state === 'bound') throw conflict(`device is bound to ${d.bound_worker_id}, unbind it first: ${mac}`);
+        if (d.state === 'revoked') throw conflict(`device already revoked: ${mac}`);
+        const r: DeviceRecord = { ...d, state: 'revoked' };
+        tx.devices.set(mac, r);
+        return r;
+      });
+      await this.audit.record('device.revoke', { mac, client });
+      return rec;
+    });
+  }
+
+  bind(rawMac: string, workerId: string, force: boolean, client: string): Promise<DeviceRecord> {
+    const mac = this.parseMac(rawMac);
+    return this.store.exclusive(async () => {
+      const { result, reloadError } = await this.bindings.commit((tx) => {
+        const outcome = this.bindings.bind(tx, mac, workerId, force);
+        return { outcome, device: tx.devices.get(mac)! };
+      });
+      if (result.outcome.changed) {
+        await this.audit.record('device.bind', {
+          mac,
+          worker_id: workerId,
+          old_worker_id: result.outcome.old_worker_id,
+          old_device_mac: result.outcome.old_device_mac,
+          force,
+          status: reloadError ? 'failed' : 'ok',
+          ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
+          client,
+        });
+        if (result.outcome.old_device_mac) {
+          await this.audit.record('device.unbind', {
+            mac: result.outcome.old_device_mac,
+            worker_id: workerId,
+            reason: `replaced by ${mac} (force)`,
+            client,
+          });
+        }
+      }
+      if (reloadError) throw reloadFailed(reloadError);
+      return result.device;
+    });
+  }
+
+  unbind(rawMac: string, client: string): Promise<DeviceRecord> {
+    const mac = this.parseMac(rawMac);
+    return this.store.exclusive(async () => {
+      const { result, reloadError } = await this.bindings.commit((tx) => {
+        const workerId = this.bindings.unbind(tx, mac);
+        return { workerId, device: tx.devices.get(mac)! };
+      });
+      await this.audit.record('device.unbind', {
+        mac,
+        worker_id: result.workerId,
+        status: reloadError ? 'failed' : 'ok',
+        ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
+        client,
+      });
+      if (reloadError) throw reloadFailed(reloadError);
+      return result.device;
+    });
+  }
+
+  batchPreview(dto: BatchBindDto): BatchPreviewDto {
+    const pairs = this.pairsOf(dto);
+    const store = this.store.read();
+    // A read-only "transaction" view: classify exactly as execute would.
+    const tx = new Tx(store);
+    const out: BatchPreviewDto = {
+      matched: [],
+      conflicts: [],
+      not_found: [],
+      summary: { total: pairs.length, ok: 0, conflict: 0, not_found: 0 },
+    };
+    const seenMacs = new Set<string>();
+    const seenWorkers = new Set<string>();
+    for (const p of pairs) {
+      const v = this.classify(tx, p, seenMacs, seenWorkers);
+      if (v.kind === 'matched') out.matched.push(v.item);
+      else if (v.kind === 'conflict') out.conflicts.push(v.item);
+      else out.not_found.push(v.item);
+    }
+    out.summary.ok = out.matched.length;
+    out.summary.conflict = out.conflicts.length;
+    out.summary.not_found = out.not_found.length;
+    return out;
+  }
+
+  batchBind(dto: BatchBindDto, client: string): Promise<BatchBindResultDto> {
+    const pairs = this.pairsOf(dto);
+    return this.store.exclusive(async () => {
+      const { result, reloadError } = await this.bindings.commit((tx) => {
+        const out: BatchBindResultDto = { succeeded: [], skipped: [], failed: [] };
+        const seenMacs = new Set<string>();
+        const seenWorkers = new Set<string>();
+        for (const p of pairs) {
+          const v = this.classify(tx, p, seenMacs, seenWorkers);
+          if (v.kind === 'matched') {
+            this.bindings.bind(tx, v.mac, v.worker_id, false);
+            out.succeeded.push({ mac: v.mac, worker_id: v.worker_id, fingerprint_mismatch: v.item.fingerprint_mismatch });
+          } else if (v.skip) out.skipped.push(v.item);
+          else out.failed.push({ mac: v.item.mac, worker_id: v.item.worker_id, error: v.item.reason });
+        }
+        return out;
+      });
+      for (const s of result.succeeded) {
+        await this.audit.record('device.bind', {
+          mac: s.mac,
+          worker_id: s.worker_id,
+          old_worker_id: null,
+          old_device_mac: null,
+          via: 'batch',
+          client,
+        });
+      }
+      await this.audit.record('device.bind.batch', {
+        mode: dto.mode ?? 'manifest',
+        total: pairs.length,
+        succeeded: result.succeeded.length,
+        skipped: result.skipped.length,
+        failed: result.failed.length,
+        macs: result.succeeded.map((s) => s.mac),
+        status: reloadError ? 'failed' : 'ok',
+        ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
+        client,
+      });
+      if (reloadError) throw reloadFailed(reloadError);
+      return result;
+    });
+  }
+
+  private pairsOf(dto: BatchBindDto): BatchPairDto[] {
+    if ((dto.mode ?? 'manifest') === 'sequential') {
+      if (!dto.macs || !dto.worker_ids) throw badRequest('macs and worker_ids are required in sequential mode');
+      if (dto.macs.length !== dto.worker_ids.length) {
+        throw badRequest(`macs and worker_ids must have the same length (${dto.macs.length} != ${dto.worker_ids.length})`);
+      }
+      return dto.macs.map((mac, i) => ({ mac, worker_id: dto.worker_ids![i] }));
+    }
+    if (!dto.pairs) throw badRequest('pairs: required in manifest mode');
+    return dto.pairs;
+  }
+
+  /**
+   * One manifest row against the ledger. Preview buckets: matched / conflicts / not_found;
+   * execute maps conflicts to skipped and not_found (+ a missing worker) to failed.
+   */
+  private classify(tx: Tx, p: BatchPairDto, seenMacs: Set<string>, seenWorkers: Set<string>): PairVerdict {
+    const issue = (kind: 'conflict' | 'not_found', reason: string, skip: boolean): PairVerdict => ({
+      kind,
+      item: { mac: p.mac, worker_id: p.worker_id, reason },
+      skip,
+    });
+    const mac = normalizeMac(p.mac);
+    if (!mac) return issue('not_found', `invalid MAC address: ${p.mac}`, false);
+    const workerId = normalizeId(p.worker_id);
+    const d = tx.devices.get(mac);
+    if (!d) return issue('not_found', `device not in pool: ${mac}`, false);
+    if (d.state === 'revoked') return issue('not_found', `device revoked: ${mac}`, false);
+    if (seenMacs.has(mac)) return issue('conflict', `duplicate MAC in manifest: ${mac}`, true);
+    seenMacs.add(mac);
+    const w = workerId ? tx.workers.get(workerId) : undefined;
+    if (!w || !workerId) return issue('conflict', `worker not found: ${p.worker_id}`, false);
+    if (d.bound_worker_id === workerId) return issue('conflict', `already bound to ${workerId}`, true);
+    if (d.bound_worker_id) return issue('conflict', `device already bound to ${d.bound_worker_id}: ${mac}`, true);
+    if (seenWorkers.has(workerId)) return issue('conflict', `duplicate worker in manifest: ${workerId}`, true);
+    seenWorkers.add(workerId);
+    const other = this.bindings.deviceOf(tx, workerId);
+    if (other) return issue('conflict', `worker ${workerId} already bound to device ${other.mac}`, true);
+    return {
+      kind: 'matched',
+      mac,
+      worker_id: workerId,
+      item: {
+        mac,
+        worker_id: workerId,
+        device_state: d.state,
+        worker_state: w.state,
+        fingerprint_mismatch: fingerprintMismatch(d, p),
+      },
+    };
+  }
+
+  private newManual(dto: { mac: string; uuid?: string; manufacturer?: string; product?: string; serial?: string }): DeviceRecord {
+    const fingerprint = emptyFingerprint();
+    fingerprint.manufacturer = dto.manufacturer?.trim() || null;
+    fingerprint.product = dto.product?.trim() || null;
+    fingerprint.serial = dto.serial?.trim() || null;
+    return {
+      mac: dto.mac,
+      uuid: dto.uuid?.trim() || null,
+      state: 'pooled',
+      bound_worker_id: null,
+      key_hash: null,
+      source: 'manual',
+      fingerprint,
+      first_seen: null,
+      last_seen: null,
+    };
+  }
+
+  parseMac(raw: string): string {
+    const mac = normalizeMac(raw);
+    if (!mac) throw badRequest(`mac: invalid MAC address ${JSON.stringify(raw)}`);
+    return mac;
+  }
+}
+
+function mergeFingerprint(cur: Fingerprint, reported: Partial<Fingerprint>): Fingerprint {
+  let changed = false;
+  const next = { ...cur };
+  for (const [k, v] of Object.entries(reported) as [keyof Fingerprint, string | number | null][]) {
+    if (v !== null && v !== undefined && next[k] !== v) {
+      (next[k] as unknown) = v;
+      changed = true;
+    }
+  }
+  return changed ? next : cur;
+}
+
+function fingerprintMismatch(d: DeviceRecord, p: BatchPairDto): FingerprintMismatchDto | null {
+  const fields: string[] = [];
+  const cmp = (name: string, declared: string | undefined, reported: string | null) => {
+    const a = declared?.trim();
+    const b = reported?.trim();
+    if (a && b && a !== b) fields.push(name);
+  };
+  cmp('manufacturer', p.manufacturer, d.fingerprint.manufacturer);
+  cmp('product', p.product, d.fingerprint.product);
+  cmp('serial', p.serial, d.fingerprint.serial);
+  cmp('uuid', p.uuid, d.uuid);
+  return fields.length ? { fields } : null;
+}

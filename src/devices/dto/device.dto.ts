@@ -1,0 +1,33 @@
+import { ApiProperty } from '@nestjs/swagger';
+
+export class FingerprintDto {
+  manufacturer!: string | null;
+  product!: string | null;
+  serial!: string | null;
+  cpumodel!: string | null;
+  /** Normalised decimal (reports may send 0x hex). */
+  mem_total!: number | null;
+  mem_type!: string | null;
+  mem_speed!: number | null;
+  chip!: string | null;
+  busid!: string | null;
+}
+
+/** One entry of state/devices.yml. */
+export class DeviceDto {
+  /** Lower-case colon form. */
+  mac!: string;
+  /** SMBIOS UUID (optional second factor). */
+  uuid!: string | null;
+  @ApiProperty({ enum: ['pooled', 'bound', 'revoked'] })
+  state!: 'pooled' | 'bound' | 'revoked';
+  /** The binding authority: the worker this device boots as. */
+  bound_worker_id!: string | null;
+  /** Filled by the secure registration flow; null until then. */
+  key_hash!: string | null;
+  @ApiProperty({ enum: ['ipxe', 'manual'] })
+  source!: 'ipxe' | 'manual';
+  fingerprint!: FingerprintDto;
+  first_seen!: string | null;
+  last_seen!: string | null;
+}

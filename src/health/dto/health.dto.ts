@@ -1,0 +1,4 @@
+export class HealthDto {
+  /** Always "ok" while the process serves requests. */
+  status!: string;
+}

@@ -1,0 +1,183 @@
+import { normalizeId, normalizeMac } from '../common/mac';
+import type { Validator } from './ledger-map';
+
+export const DEVICE_STATES = ['pooled', 'bound', 'revoked'] as const;
+export type DeviceState = (typeof DEVICE_STATES)[number];
+export const WORKER_STATES = ['registered', 'ready', 'installing'] as const;
+export type WorkerState = (typeof WORKER_STATES)[number];
+
+export interface Fingerprint {
+  manufacturer: string | null;
+  product: string | null;
+  serial: string | null;
+  cpumodel: string | null;
+  mem_total: number | null;
+  mem_type: string | null;
+  mem_speed: number | null;
+  chip: string | null;
+  busid: string | null;
+}
+
+export const FINGERPRINT_FIELDS = [
+  'manufacturer',
+  'product',
+  'serial',
+  'cpumodel',
+  'mem_total',
+  'mem_type',
+  'mem_speed',
+  'chip',
+  'busid',
+] as const satisfies readonly (keyof Fingerprint)[];
+
+export const emptyFingerprint = (): Fingerprint => ({
+  manufacturer: null,
+  product: null,
+  serial: null,
+  cpumodel: null,
+  mem_total: null,
+  mem_type: null,
+  mem_speed: null,
+  chip: null,
+  busid: null,
+});
+
+/** state/devices.yml entry, keyed by lower-case colon MAC. */
+export interface DeviceRecord {
+  mac: string;
+  uuid: string | null;
+  state: DeviceState;
+  /** The binding authority: the worker this device boots as. */
+  bound_worker_id: string | null;
+  /** Filled by the secure registration flow (seed 004); null until then. */
+  key_hash: string | null;
+  source: 'ipxe' | 'manual';
+  fingerprint: Fingerprint;
+  first_seen: string | null;
+  last_seen: string | null;
+}
+
+export interface DiskRecord {
+  agent: string;
+  transport?: string;
+  iqn?: string;
+  nqn?: string;
+  filename: string;
+  backing: string;
+  os: string;
+  os_version?: string | null;
+  os_tag?: string;
+  source: { type: 'master'; name: string } | { type: 'empty'; size: string };
+}
+
+export interface CdRecord {
+  agent: string;
+  iqn: string;
+  iso: string;
+  backing: string;
+}
+
+export interface BootConfig {
+  menu_default: string | null;
+  menu_timeout: number | null;
+}
+
+/** state/workers.yml entry, keyed by worker_id. Holds no MAC: bindings live on devices. */
+export interface WorkerRecord {
+  worker_id: string;
+  hostname: string;
+  arch: string;
+  state: WorkerState;
+  disks: DiskRecord[];
+  cd: CdRecord | null;
+  default_os: string | null;
+  boot: BootConfig;
+  created_at: string | null;
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const optStr = (v: unknown) => v === undefined || v === null || typeof v === 'string';
+const optNum = (v: unknown) => v === undefined || v === null || (typeof v === 'number' && Number.isFinite(v));
+
+export const validateDevice: Validator<DeviceRecord> = (key, v) => {
+  if (!isObj(v)) return { ok: false, error: 'entry must be a mapping' };
+  const mac = normalizeMac(key);
+  if (mac !== key) return { ok: false, error: 'key must be a lower-case colon MAC (aa:bb:cc:dd:ee:ff)' };
+  if (v.mac !== undefined && normalizeMac(v.mac) !== key) return { ok: false, error: 'mac does not match the key' };
+  if (!DEVICE_STATES.includes(v.state as DeviceState)) {
+    return { ok: false, error: `state must be one of ${DEVICE_STATES.join(', ')}` };
+  }
+  const bound = v.bound_worker_id ?? null;
+  if (bound !== null && normalizeId(bound) !== bound) return { ok: false, error: 'bound_worker_id is not a valid worker id' };
+  if ((v.state === 'bound') !== (bound !== null)) {
+    return { ok: false, error: 'state bound and bound_worker_id must go together' };
+  }
+  for (const f of ['uuid', 'key_hash', 'first_seen', 'last_seen'] as const) {
+    if (!optStr(v[f])) return { ok: false, error: `${f} must be a string or null` };
+  }
+  const fp = v.fingerprint ?? {};
+  if (!isObj(fp)) return { ok: false, error: 'fingerprint must be a mapping' };
+  const fingerprint = emptyFingerprint();
+  for (const f of FINGERPRINT_FIELDS) {
+    const x = fp[f];
+    if (f === 'mem_total' || f === 'mem_speed') {
+      if (!optNum(x)) return { ok: false, error: `fingerprint.${f} must be a number` };
+      (fingerprint[f] as number | null) = (x as number | undefined) ?? null;
+    } else {
+      if (!optStr(x) && typeof x !== 'number') return { ok: false, error: `fingerprint.${f} must be a string` };
+      (fingerprint[f] as string | null) = x === undefined || x === null ? null : String(x);
+    }
+  }
+  return {
+    ok: true,
+    value: {
+      mac: key,
+      uuid: (v.uuid as string) ?? null,
+      state: v.state as DeviceState,
+      bound_worker_id: bound as string | null,
+      key_hash: (v.key_hash as string) ?? null,
+      source: v.source === 'manual' ? 'manual' : 'ipxe',
+      fingerprint,
+      first_seen: (v.first_seen as string) ?? null,
+      last_seen: (v.last_seen as string) ?? null,
+    },
+  };
+};
+
+export const validateWorker: Validator<WorkerRecord> = (key, v) => {
+  if (!isObj(v)) return { ok: false, error: 'entry must be a mapping' };
+  if (normalizeId(key) !== key) return { ok: false, error: 'key is not a valid worker id' };
+  const hostname = v.hostname ?? key;
+  if (typeof hostname !== 'string' || normalizeId(hostname) !== hostname) {
+    return { ok: false, error: 'hostname is not valid' };
+  }
+  if (!WORKER_STATES.includes(v.state as WorkerState)) {
+    return { ok: false, error: `state must be one of ${WORKER_STATES.join(', ')}` };
+  }
+  const disks = v.disks ?? [];
+  if (!Array.isArray(disks) || !disks.every(isObj)) return { ok: false, error: 'disks must be a list of mappings' };
+  const cd = v.cd ?? null;
+  if (cd !== null && !isObj(cd)) return { ok: false, error: 'cd must be a mapping or null' };
+  const boot = v.boot ?? {};
+  if (!isObj(boot)) return { ok: false, error: 'boot must be a mapping' };
+  if (!optStr(boot.menu_default)) return { ok: false, error: 'boot.menu_default must be a string' };
+  if (!optNum(boot.menu_timeout)) return { ok: false, error: 'boot.menu_timeout must be a number' };
+  if (!optStr(v.default_os)) return { ok: false, error: 'default_os must be a string' };
+  return {
+    ok: true,
+    value: {
+      worker_id: key,
+      hostname,
+      arch: typeof v.arch === 'string' ? v.arch : 'x86_64',
+      state: v.state as WorkerState,
+      disks: disks as unknown as DiskRecord[],
+      cd: cd as CdRecord | null,
+      default_os: (v.default_os as string) ?? null,
+      boot: {
+        menu_default: (boot.menu_default as string) ?? null,
+        menu_timeout: (boot.menu_timeout as number) ?? null,
+      },
+      created_at: typeof v.created_at === 'string' ? v.created_at : null,
+    },
+  };
+};

@@ -1,0 +1,84 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { Transform } from 'class-transformer';
+import { ArrayMaxSize, IsArray, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf } from 'class-validator';
+import { IsMac, QueryBool } from '../../common/validators';
+import { MENU_ITEMS, OS_ITEMS } from '../menu';
+
+/** "" and null both clear a field; strings are matched case-insensitively. */
+const lowerOrNull = ({ value }: { value: unknown }) =>
+  typeof value === 'string' ? (value.trim() === '' ? null : value.trim().toLowerCase()) : value;
+
+export class SetMacDto {
+  @IsMac()
+  mac!: string;
+}
+
+export class DefaultOsDto {
+  /** Default boot system; must match one of the worker's disks; null clears. */
+  @IsOptional()
+  @Transform(lowerOrNull)
+  @ValidateIf((_, v) => v !== null)
+  @IsIn([...OS_ITEMS])
+  @ApiProperty({ enum: OS_ITEMS, required: false, nullable: true })
+  os?: string | null;
+
+  /** menu.ipxe main-menu item id; null clears. */
+  @IsOptional()
+  @Transform(lowerOrNull)
+  @ValidateIf((_, v) => v !== null)
+  @IsIn([...MENU_ITEMS])
+  @ApiProperty({ enum: MENU_ITEMS, required: false, nullable: true })
+  menu_default?: string | null;
+
+  /** Menu timeout (ms), 0 = wait forever; null clears (back to IPXE_CP_BOOT_MENU_TIMEOUT). */
+  @IsOptional()
+  @ValidateIf((_, v) => v !== null)
+  @IsInt()
+  @Min(0)
+  @Max(86_400_000)
+  menu_timeout?: number | null;
+}
+
+export class DeleteWorkerQueryDto {
+  /** Also delete the backing .img files. */
+  @IsOptional()
+  @QueryBool()
+  delete_disk?: boolean = false;
+
+  /** Treat an agent's 404 `iqn not found` as done. */
+  @IsOptional()
+  @QueryBool()
+  ignore_missing_target?: boolean = false;
+}
+
+export class DeleteWorkersBatchDto {
+  @IsArray()
+  @ArrayMaxSize(1000)
+  @IsString({ each: true })
+  @MaxLength(64, { each: true })
+  worker_ids!: string[];
+
+  @IsOptional()
+  @IsIn([true, false])
+  delete_disk?: boolean = false;
+
+  @IsOptional()
+  @IsIn([true, false])
+  ignore_missing_target?: boolean = false;
+}
+
+export class DeleteBatchSucceededDto {
+  worker_id!: string;
+  hostname!: string;
+}
+
+export class DeleteBatchFailedDto {
+  /** As given. */
+  worker_id!: string;
+  error!: string;
+}
+
+export class DeleteWorkersBatchResultDto {
+  succeeded!: DeleteBatchSucceededDto[];
+  failed!: DeleteBatchFailedDto[];
+}

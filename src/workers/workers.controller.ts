@@ -1,0 +1,81 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query } from '@nestjs/common';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { ClientIp } from '../common/client-ip.decorator';
+import { BatchCreateWorkersDto, BatchCreateWorkersResultDto } from './dto/batch-workers.dto';
+import { CreateWorkerDto } from './dto/create-worker.dto';
+import {
+  DefaultOsDto,
+  DeleteWorkerQueryDto,
+  DeleteWorkersBatchDto,
+  DeleteWorkersBatchResultDto,
+  SetMacDto,
+} from './dto/update-worker.dto';
+import { DeleteWorkerResultDto, WorkerDto, WorkerMacDto, WorkerStatusDto } from './dto/worker.dto';
+import { WorkersService } from './workers.service';
+
+@ApiTags('workers')
+@ApiBearerAuth()
+@Controller('workers')
+export class WorkersController {
+  constructor(private readonly workers: WorkersService) {}
+
+  /** Registers a worker identity (no disk); binds `mac` when given (the device must be pooled). */
+  @Post()
+  create(@Body() body: CreateWorkerDto, @ClientIp() client: string): Promise<WorkerDto> {
+    return this.workers.create(body, client);
+  }
+
+  /** Creates count workers named prefix + zero-padded index; idempotent, item by item. */
+  @Post('batch')
+  @HttpCode(200)
+  createBatch(@Body() body: BatchCreateWorkersDto, @ClientIp() client: string): Promise<BatchCreateWorkersResultDto> {
+    return this.workers.createBatch(body, client);
+  }
+
+  /** Deletes several workers item by item (device unbind cascade), one dnsmasq reload. */
+  @Post('delete/batch')
+  @HttpCode(200)
+  removeBatch(@Body() body: DeleteWorkersBatchDto, @ClientIp() client: string): Promise<DeleteWorkersBatchResultDto> {
+    return this.workers.removeBatch(body, client);
+  }
+
+  /** All workers, with the bound device projected as mac / bound_device. */
+  @Get()
+  list(): WorkerDto[] {
+    return this.workers.list();
+  }
+
+  /** One worker. */
+  @Get(':worker_id')
+  get(@Param('worker_id') id: string): WorkerDto {
+    return this.workers.get(id);
+  }
+
+  /** The ledger entry plus what dnsmasq and the agents actually have. */
+  @Get(':worker_id/status')
+  status(@Param('worker_id') id: string): Promise<WorkerStatusDto> {
+    return this.workers.status(id);
+  }
+
+  /** Rebinds the worker to another pooled device; the old one returns to the pool. */
+  @Put(':worker_id/mac')
+  setMac(@Param('worker_id') id: string, @Body() body: SetMacDto, @ClientIp() client: string): Promise<WorkerMacDto> {
+    return this.workers.setMac(id, body.mac, client);
+  }
+
+  /** Default boot: os (a disk of the worker), menu_default, menu_timeout; null clears. */
+  @Put(':worker_id/default-os')
+  setDefaultOs(@Param('worker_id') id: string, @Body() body: DefaultOsDto, @ClientIp() client: string): Promise<WorkerDto> {
+    return this.workers.setDefaultOs(id, body, client);
+  }
+
+  /** Deletes the worker; its device returns to the pool and its dhcp-hosts line goes. */
+  @Delete(':worker_id')
+  remove(
+    @Param('worker_id') id: string,
+    @Query() q: DeleteWorkerQueryDto,
+    @ClientIp() client: string,
+  ): Promise<DeleteWorkerResultDto> {
+    return this.workers.remove(id, q.delete_disk ?? false, client);
+  }
+}

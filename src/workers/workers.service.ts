@@ -1,0 +1,335 @@
+import { Injectable } from '@nestjs/common';
+import { badRequest, conflict, notFound, unprocessable } from '../common/api-error';
+import { Clock } from '../common/clock';
+import { normalizeId, normalizeMac } from '../common/mac';
+import { AuditService } from '../audit/audit.service';
+import { BindingService } from '../devices/binding.service';
+import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
+import { LedgerStore, Tx } from '../store/ledger.store';
+import { WorkerRecord } from '../store/records';
+import type { BatchCreateWorkersDto, BatchCreateWorkersResultDto } from './dto/batch-workers.dto';
+import type { BootConfigDto, CreateWorkerDto } from './dto/create-worker.dto';
+import type { DefaultOsDto, DeleteWorkersBatchDto, DeleteWorkersBatchResultDto } from './dto/update-worker.dto';
+import type { DeleteWorkerResultDto, WorkerDto, WorkerMacDto, WorkerStatusDto } from './dto/worker.dto';
+
+type AuditCall = [op: string, fields: Record<string, unknown>];
+
+@Injectable()
+export class WorkersService {
+  constructor(
+    private readonly store: LedgerStore,
+    private readonly bindings: BindingService,
+    private readonly dnsmasq: DnsmasqService,
+    private readonly audit: AuditService,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Ledger entry + projected binding and readiness. */
+  project(w: WorkerRecord, mac = this.store.boundMacByWorker().get(w.worker_id) ?? null): WorkerDto {
+    const hasDisk = w.disks.length > 0;
+    return {
+      hostname: w.hostname,
+      arch: w.arch,
+      state: w.state,
+      disks: w.disks,
+      cd: w.cd,
+      worker_id: w.worker_id,
+      mac,
+      bound_device: mac,
+      readiness: mac && hasDisk ? 'ready' : mac || hasDisk ? 'partial' : 'idle',
+      default_os: w.default_os,
+      boot: { ...w.boot },
+    };
+  }
+
+  list(): WorkerDto[] {
+    const bound = this.store.read().boundMacByWorker();
+    return Array.from(this.store.workers.values(), (w) => this.project(w, bound.get(w.worker_id) ?? null));
+  }
+
+  get(rawId: string): WorkerDto {
+    return this.project(this.find(rawId));
+  }
+
+  async status(rawId: string): Promise<WorkerStatusDto> {
+    const w = this.find(rawId);
+    return {
+      worker: this.project(w),
+      actual: {
+        dnsmasq: await this.dnsmasq.lookup(w.hostname),
+        // Disk and CD targets are checked on their agents (AgentsModule); a worker has none here.
+        disks: [],
+        cd: null,
+      },
+    };
+  }
+
+  create(dto: CreateWorkerDto, client: string): Promise<WorkerDto> {
+    if (dto.windows_iso !== undefined) {
+      throw badRequest('windows_iso: no enabled agent with the cd role is configured');
+    }
+    return this.store.exclusive(async () => {
+      const { result, reloadError } = await this.bindings.commit((tx) => {
+        const w = this.createInTx(tx, dto.worker_id, dto.hostname, dto.arch, dto.boot);
+        if (dto.mac) {
+          this.checkPooled(tx, dto.mac);
+          this.bindings.bind(tx, dto.mac, w.worker_id, false);
+        }
+        return w;
+      });
+      await this.audit.record('worker.create', {
+        worker_id: result.worker_id,
+        hostname: result.hostname,
+        mac: dto.mac ?? null,
+        client,
+      });
+      if (dto.mac) await this.recordBind(dto.mac, result.worker_id, reloadError, client);
+      if (reloadError) throw reloadFailed(reloadError);
+      return this.project(result);
+    });
+  }
+
+  createBatch(dto: BatchCreateWorkersDto, client: string): Promise<BatchCreateWorkersResultDto> {
+    const count = dto.count as unknown;
+    if (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 100) {
+      throw unprocessable(`count: required, an integer from 1 to 100 (got ${JSON.stringify(count ?? null)})`);
+    }
+    const prefix = (dto.name_prefix ?? 'worker-').trim().toLowerCase();
+    if (!prefix) throw badRequest('name_prefix: must not be empty');
+    const width = Math.max(2, String(count).length);
+    const ids = Array.from({ length: count }, (_, i) => prefix + String(i + 1).padStart(width, '0'));
+    const bad = ids.find((id) => normalizeId(id) !== id);
+    if (bad) throw badRequest(`name_prefix: generates an invalid worker_id ${JSON.stringify(bad)}`);
+    if (dto.macs && dto.macs.length !== count) {
+      throw badRequest(`macs: length ${dto.macs.length} does not equal count ${count}`);
+    }
+    return this.store.exclusive(async () => {
+      const out: BatchCreateWorkersResultDto = { succeeded: [], skipped: [], failed: [] };
+      const { reloadError } = await this.bindings.commit((tx) => {
+        ids.forEach((id, i) => {
+          const rawMac = dto.macs?.[i];
+          const mac = rawMac === undefined ? null : normalizeMac(rawMac);
+          const item = { worker_id: id, hostname: id, mac: mac ?? rawMac ?? null };
+          if (tx.workers.has(id)) return out.skipped.push({ ...item, reason: `worker already exists: ${id}` });
+          try {
+            if (rawMac !== undefined && !mac) throw badRequest(`invalid MAC address: ${rawMac}`);
+            if (mac) this.checkPooled(tx, mac);
+            this.createInTx(tx, id, undefined, dto.arch, dto.boot);
+            if (mac) this.bindings.bind(tx, mac, id, false);
+            out.succeeded.push(item);
+          } catch (e) {
+            // Undo this item only: the others stay in the transaction.
+            tx.workers.delete(id);
+            if (mac && tx.devices.get(mac)?.bound_worker_id === id) this.bindings.unbind(tx, mac);
+            out.failed.push({ ...item, error: (e as Error).message });
+          }
+        });
+        // Items created and undone in the same transaction leave no trace.
+        for (const [k, c] of [...tx.workers.changes]) if (c.orig === undefined && c.next === undefined) tx.workers.changes.delete(k);
+      });
+      for (const s of out.succeeded) {
+        await this.audit.record('worker.create', { worker_id: s.worker_id, hostname: s.hostname, mac: s.mac, via: 'batch', client });
+        if (s.mac) await this.recordBind(s.mac, s.worker_id, reloadError, client);
+      }
+      await this.audit.record('worker.create.batch', {
+        count,
+        name_prefix: prefix,
+        succeeded: out.succeeded.length,
+        skipped: out.skipped.length,
+        failed: out.failed.length,
+        client,
+      });
+      if (reloadError) throw reloadFailed(reloadError);
+      return out;
+    });
+  }
+
+  setMac(rawId: string, mac: string, client: string): Promise<WorkerMacDto> {
+    const id = this.parseId(rawId);
+    return this.store.exclusive(async () => {
+      const { result, reloadError } = await this.bindings.commit((tx) => {
+        const w = tx.workers.get(id);
+        if (!w) throw notFound(`worker not found: ${id}`);
+        const old = this.bindings.deviceOf(tx, id);
+        if (old?.mac === mac) return { w, oldMac: mac, changed: false };
+        this.checkPooled(tx, mac);
+        if (old) this.bindings.unbind(tx, old.mac);
+        this.bindings.bind(tx, mac, id, false);
+        return { w, oldMac: old?.mac ?? null, changed: true };
+      });
+      const { w, oldMac, changed } = result;
+      if (changed) {
+        await this.recordBind(mac, id, reloadError, client);
+        if (oldMac) await this.audit.record('device.unbind', { mac: oldMac, worker_id: id, reason: `replaced by ${mac}`, client });
+      }
+      await this.audit.record('worker.mac.update', {
+        worker_id: id,
+        hostname: w.hostname,
+        old_mac: oldMac,
+        new_mac: mac,
+        mac,
+        changed,
+        client,
+      });
+      if (reloadError) throw reloadFailed(reloadError);
+      return { ...this.project(w), changed };
+    });
+  }
+
+  setDefaultOs(rawId: string, dto: DefaultOsDto, client: string): Promise<WorkerDto> {
+    const id = this.parseId(rawId);
+    if (dto.os === undefined && dto.menu_default === undefined && dto.menu_timeout === undefined) {
+      throw badRequest('at least one of os, menu_default, menu_timeout is required');
+    }
+    return this.store.exclusive(async () => {
+      const w = await this.store.commit((tx) => {
+        const cur = tx.workers.get(id);
+        if (!cur) throw notFound(`worker not found: ${id}`);
+        const next: WorkerRecord = { ...cur, boot: { ...cur.boot } };
+        if (dto.os !== undefined) {
+          if (dto.os !== null) {
+            if (cur.disks.length === 0) throw conflict(`worker ${id} has no system disk yet; create one before setting os`);
+            if (!cur.disks.some((d) => d.os === dto.os)) {
+              throw badRequest(
+                `os: ${dto.os} is not a system disk of ${id} (disks: ${cur.disks.map((d) => d.os).join(', ')})`,
+              );
+            }
+          }
+          next.default_os = dto.os;
+        }
+        if (dto.menu_default !== undefined) next.boot.menu_default = dto.menu_default;
+        if (dto.menu_timeout !== undefined) next.boot.menu_timeout = dto.menu_timeout;
+        tx.workers.set(id, next);
+        return next;
+      });
+      const changes: Record<string, unknown> = {};
+      for (const k of ['os', 'menu_default', 'menu_timeout'] as const) if (dto[k] !== undefined) changes[k] = dto[k];
+      await this.audit.record('worker.default_os', { worker_id: id, ...changes, client });
+      return this.project(w);
+    });
+  }
+
+  remove(rawId: string, deleteDisk: boolean, client: string): Promise<DeleteWorkerResultDto> {
+    const id = this.parseId(rawId);
+    return this.store.exclusive(async () => {
+      const { result, reloadError } = await this.bindings.commit((tx) => {
+        if (!tx.workers.get(id)) throw notFound(`worker not found: ${id}`);
+        return this.deleteInTx(tx, id);
+      });
+      for (const [op, f] of result.audits) await this.audit.record(op, { ...f, delete_disk: deleteDisk, client });
+      if (reloadError) throw reloadFailed(reloadError);
+      return { deleted: id, delete_disk: deleteDisk, dnsmasq_removed: result.unbound > 0 };
+    });
+  }
+
+  removeBatch(dto: DeleteWorkersBatchDto, client: string): Promise<DeleteWorkersBatchResultDto> {
+    return this.store.exclusive(async () => {
+      const out: DeleteWorkersBatchResultDto = { succeeded: [], failed: [] };
+      const audits: AuditCall[] = [];
+      const { reloadError } = await this.bindings.commit((tx) => {
+        for (const raw of dto.worker_ids) {
+          const id = normalizeId(raw);
+          const w = id ? tx.workers.get(id) : undefined;
+          if (!id || !w) {
+            out.failed.push({ worker_id: raw, error: `worker not found: ${raw}` });
+            continue;
+          }
+          audits.push(...this.deleteInTx(tx, id).audits);
+          out.succeeded.push({ worker_id: id, hostname: w.hostname });
+        }
+      });
+      for (const [op, f] of audits) await this.audit.record(op, { ...f, delete_disk: dto.delete_disk ?? false, client });
+      await this.audit.record('worker.delete.batch', {
+        succeeded: out.succeeded.length,
+        failed: out.failed.length,
+        status: reloadError ? 'failed' : 'ok',
+        ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
+        client,
+      });
+      if (reloadError) throw reloadFailed(reloadError);
+      return out;
+    });
+  }
+
+  /** Unbinds the worker's device(s) back to the pool, then drops the worker. Returns audit records. */
+  private deleteInTx(tx: Tx, id: string): { audits: AuditCall[]; unbound: number } {
+    const w = tx.workers.get(id)!;
+    const audits: AuditCall[] = [['worker.delete', { worker_id: id, hostname: w.hostname }]];
+    let unbound = 0;
+    for (let d = this.bindings.deviceOf(tx, id); d; d = this.bindings.deviceOf(tx, id)) {
+      this.bindings.unbind(tx, d.mac);
+      audits.push(['device.unbind', { mac: d.mac, worker_id: id, reason: 'worker deleted' }]);
+      unbound++;
+    }
+    tx.workers.delete(id);
+    return { audits, unbound };
+  }
+
+  private createInTx(tx: Tx, id: string, hostname: string | undefined, arch: string | undefined, boot?: BootConfigDto): WorkerRecord {
+    if (tx.workers.has(id)) throw conflict(`worker already exists: ${id}`);
+    const host = hostname ?? id;
+    this.checkHostnameFree(tx, host, id);
+    const w: WorkerRecord = {
+      worker_id: id,
+      hostname: host,
+      arch: arch ?? 'x86_64',
+      state: 'registered',
+      disks: [],
+      cd: null,
+      default_os: null,
+      boot: { menu_default: boot?.menu_default ?? null, menu_timeout: boot?.menu_timeout ?? null },
+      created_at: this.clock.isoNow(),
+    };
+    tx.workers.set(id, w);
+    return w;
+  }
+
+  /** Which worker answers to this name in /boot-vars (as worker_id or hostname), as tx sees it. */
+  private nameOwner(tx: Tx, name: string): string | undefined {
+    if (tx.workers.has(name)) return name;
+    for (const c of tx.workers.changes.values()) if (c.next?.hostname === name) return c.next.worker_id;
+    const id = this.store.workerIdByHostname().get(name);
+    return id && tx.workers.get(id)?.hostname === name ? id : undefined;
+  }
+
+  /** Hostnames and worker ids share one namespace, so a hostname lookup is never ambiguous. */
+  private checkHostnameFree(tx: Tx, host: string, selfId: string): void {
+    const a = this.nameOwner(tx, host);
+    if (a && a !== selfId) throw conflict(`hostname already exists: ${host}`);
+    const b = this.nameOwner(tx, selfId);
+    if (b && b !== selfId) throw conflict(`worker_id ${selfId} is already the hostname of ${b}`);
+  }
+
+  /** POST /workers and PUT mac: the device must be in the pool and free. */
+  private checkPooled(tx: Tx, mac: string): void {
+    const d = tx.devices.get(mac);
+    if (!d) throw conflict(`device not in pool: ${mac} (register it first: POST /devices)`);
+    if (d.state === 'revoked') throw conflict(`device revoked: ${mac}`);
+    if (d.bound_worker_id) throw conflict(`device already bound to ${d.bound_worker_id}: ${mac}`);
+  }
+
+  private async recordBind(mac: string, workerId: string, reloadError: string | undefined, client: string) {
+    await this.audit.record('device.bind', {
+      mac,
+      worker_id: workerId,
+      old_worker_id: null,
+      old_device_mac: null,
+      status: reloadError ? 'failed' : 'ok',
+      ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
+      client,
+    });
+  }
+
+  private find(rawId: string): WorkerRecord {
+    const id = this.parseId(rawId);
+    const w = this.store.read().workers.get(id);
+    if (!w) throw notFound(`worker not found: ${id}`);
+    return w;
+  }
+
+  private parseId(raw: string): string {
+    const id = normalizeId(raw);
+    if (!id) throw badRequest(`worker_id: invalid worker id ${JSON.stringify(raw)}`);
+    return id;
+  }
+}
