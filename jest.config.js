@@ -1,0 +1,15 @@
+// ts-jest runs the @nestjs/swagger plugin exactly as `nest build` does, so the OpenAPI document
+// a test builds is the one the build serves, and decorator metadata is emitted for Nest's DI.
+const swaggerPlugin = { path: '<rootDir>/test/swagger-plugin.transformer.js' };
+const transform = {
+  '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: false, astTransformers: { before: [swaggerPlugin] } }],
+};
+const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'], rootDir: __dirname };
+
+module.exports = {
+  projects: [
+    { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
+    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.e2e-spec.ts'] },
+    { ...base, displayName: 'boot', testMatch: ['<rootDir>/test/boot/**/*.boot-spec.ts'] },
+  ],
+};

@@ -1,0 +1,91 @@
+import { NestFastifyApplication } from '@nestjs/platform-fastify';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createApp } from '../../src/app.factory';
+import { loadConfig } from '../../src/config/app-config';
+
+export interface TestApp {
+  app: NestFastifyApplication;
+  dir: string;
+  env: Record<string, string>;
+  req: (method: string, url: string, body?: unknown, headers?: Record<string, string>) => Promise<Res>;
+  close: () => Promise<void>;
+  read: (rel: string) => string;
+  snapshot: () => Record<string, string>;
+}
+
+export interface Res {
+  status: number;
+  body: any;
+  text: string;
+  headers: Record<string, unknown>;
+}
+
+export function tempDir(prefix = 'kurrent-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/**
+ * Boots the whole control plane on a temp config/state/dnsmasq tree and talks to it through
+ * Fastify's HTTP injection (full routing, hooks, guards, pipes, filters and serialisation).
+ */
+export async function startApp(
+  env: Record<string, string> = {},
+  opts: { dir?: string; before?: (app: NestFastifyApplication) => void } = {},
+): Promise<TestApp> {
+  const dir = opts.dir ?? tempDir();
+  const fullEnv: Record<string, string> = {
+    IPXE_CP_CONFIG_DIR: path.join(dir, 'config'),
+    IPXE_CP_STATE_DIR: path.join(dir, 'state'),
+    IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'),
+    IPXE_CP_LOG_LEVEL: 'silent',
+    IPXE_CP_REPORT_FLUSH_MS: '50',
+    ...env,
+  };
+  const app = await createApp(loadConfig(fullEnv), { quiet: true });
+  await app.init();
+  await app.getHttpAdapter().getInstance().ready();
+  const fastify = app.getHttpAdapter().getInstance();
+  const req = async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> => {
+    const r = await fastify.inject({
+      method: method as 'GET',
+      url,
+      headers: {
+        ...(fullEnv.IPXE_CP_TOKEN ? { authorization: `Bearer ${fullEnv.IPXE_CP_TOKEN}` } : {}),
+        ...(body !== undefined && typeof body !== 'string' ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      payload: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    let parsed: unknown = undefined;
+    try {
+      parsed = r.body ? JSON.parse(r.body) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: r.statusCode, body: parsed, text: r.body, headers: r.headers as Record<string, unknown> };
+  };
+  const read = (rel: string) => {
+    try {
+      return fs.readFileSync(path.join(dir, rel), 'utf8');
+    } catch {
+      return '<missing>';
+    }
+  };
+  const snapshot = () => {
+    const out: Record<string, string> = {};
+    for (const f of ['state/devices.yml', 'state/workers.yml', 'state/settings.json', 'state/operations.jsonl', 'dnsmasq/dhcp-hosts.conf']) {
+      out[f] = read(f);
+    }
+    return out;
+  };
+  return { app, dir, env: fullEnv, req, close: () => app.close(), read, snapshot };
+}
+
+export const macOf = (i: number) =>
+  ['02', '00', ...[(i >> 24) & 255, (i >> 16) & 255, (i >> 8) & 255, i & 255].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+
+export function dhcpLines(text: string): string[] {
+  return text.split('\n').filter((l) => l.trim() && !l.startsWith('#'));
+}
