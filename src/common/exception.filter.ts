@@ -34,6 +34,7 @@ export class AllExceptionsFilter implements ExceptionFilter {
         else if (typeof r.message === 'string') message = r.message;
         errors = r.errors;
       }
+      if (status === 413) message = 'request body exceeds the 1 MiB limit';
       const body: ErrorDto = this.base(status, message);
       if (Array.isArray(errors)) body.errors = errors as ErrorDto['errors'];
       return body;

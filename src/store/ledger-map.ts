@@ -187,7 +187,9 @@ export class LedgerMap<T extends object> {
     const doc = parseDocument(text, { lineCounter: lc, uniqueKeys: true, prettyErrors: false });
     if (doc.errors.length) {
       const e = doc.errors[0];
-      throw new LedgerFileError(this.file, lc.linePos(e.pos[0]).line, e.message.split('\n')[0]);
+      // Errors found at end of input point past the last line; name the last line instead.
+      const lastLine = text.replace(/\s+$/, '').split('\n').length;
+      throw new LedgerFileError(this.file, Math.min(lc.linePos(e.pos[0]).line, lastLine), e.message.split('\n')[0]);
     }
     const out = new Map<string, T>();
     const top = doc.contents;

@@ -1,0 +1,147 @@
+import { Controller, Get, Module } from '@nestjs/common';
+import { Public } from '../../src/common/auth.guard';
+import { startApp, TestApp } from '../helpers/app';
+
+describe('auth, errors, settings and the audit trail', () => {
+  let t: TestApp;
+  afterEach(() => t.close());
+
+  describe('auth (1.3)', () => {
+    beforeEach(async () => {
+      t = await startApp({ IPXE_CP_TOKEN: 's3cret-token' });
+    });
+
+    it('requires the bearer token everywhere except healthz, boot-vars and devices/report', async () => {
+      const anon = { authorization: '' };
+      expect((await t.req('GET', '/healthz', undefined, anon)).body).toEqual({ status: 'ok' });
+      expect((await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01', undefined, anon)).status).toBe(200);
+      expect((await t.req('GET', '/devices/report?mac=02:00:00:00:00:01', undefined, anon)).status).toBe(200);
+      for (const [m, u] of [
+        ['GET', '/devices'],
+        ['GET', '/workers'],
+        ['GET', '/operations'],
+        ['GET', '/settings/auto-register'],
+        ['POST', '/workers'],
+        ['DELETE', '/devices/02:00:00:00:00:01'],
+      ]) {
+        for (const h of [anon, { authorization: 'Bearer wrong' }, { authorization: 's3cret-token' }, { authorization: 'Bearer s3cret-token2' }]) {
+          const r = await t.req(m, u, m === 'POST' ? { worker_id: 'x' } : undefined, h);
+          expect([m, u, h.authorization, r.status]).toEqual([m, u, h.authorization, 401]);
+          expect(r.body).toEqual({ statusCode: 401, error: 'Unauthorized', message: 'missing or invalid bearer token' });
+        }
+      }
+      expect((await t.req('GET', '/devices', undefined, { authorization: 'bearer s3cret-token' })).status).toBe(200);
+      expect((await t.req('GET', '/workers/nope')).status).toBe(404);
+      expect((await t.req('GET', '/workers')).status).toBe(200);
+    });
+
+    it('serves the OpenAPI document and Swagger UI', async () => {
+      const spec = await t.req('GET', '/openapi.json');
+      expect(spec.status).toBe(200);
+      expect(spec.body.paths['/boot-vars'].get.responses['200'].content['text/plain']).toBeDefined();
+      expect((await t.req('GET', '/docs')).status).toBeLessThan(400);
+    });
+  });
+
+  describe('errors', () => {
+    beforeEach(async () => {
+      t = await startApp();
+    });
+
+    it('413 for a body over 1 MiB, in the one error shape, nothing written', async () => {
+      const before = t.snapshot();
+      const r = await t.req('POST', '/devices/import', { entries: [{ mac: 'x'.repeat(1024 * 1024) }] });
+      expect(r.status).toBe(413);
+      expect(r.body).toMatchObject({ statusCode: 413, message: expect.stringContaining('1 MiB') });
+      expect(t.snapshot()).toEqual(before);
+    });
+
+    it('unknown routes and unsupported bodies get the JSON error shape', async () => {
+      const r = await t.req('GET', '/nope');
+      expect(r.status).toBe(404);
+      expect(r.body).toMatchObject({ statusCode: 404, error: 'Not Found' });
+      const txt = await t.req('POST', '/workers', 'worker_id=x', { 'content-type': 'text/plain' });
+      expect(txt.status).toBe(400);
+      expect(txt.body).toMatchObject({ statusCode: 400, message: expect.stringContaining('worker_id') });
+    });
+  });
+
+  describe('unknown errors', () => {
+    @Controller('explode')
+    class ExplodeController {
+      @Public()
+      @Get()
+      boom(): never {
+        throw new Error('secret internals at /etc/shadow');
+      }
+    }
+    @Module({ controllers: [ExplodeController] })
+    class ExplodeModule {}
+
+    it('become a 500 with an error id and no internals', async () => {
+      t = await startApp();
+      // Mount a failing route on a second app instance built from the same filter.
+      const { Test } = await import('@nestjs/testing');
+      const { FastifyAdapter } = await import('@nestjs/platform-fastify');
+      const { AllExceptionsFilter } = await import('../../src/common/exception.filter');
+      const mod = await Test.createTestingModule({ imports: [ExplodeModule] }).compile();
+      const app = mod.createNestApplication(new FastifyAdapter(), { logger: false });
+      app.useGlobalFilters(new AllExceptionsFilter());
+      await app.init();
+      await app.getHttpAdapter().getInstance().ready();
+      const r = await app.getHttpAdapter().getInstance().inject({ method: 'GET', url: '/explode' });
+      await app.close();
+      const body = JSON.parse(r.body);
+      expect(r.statusCode).toBe(500);
+      expect(body.error_id).toMatch(/^[0-9a-f-]{36}$/);
+      expect(body.message).toBe(`internal error (error_id ${body.error_id})`);
+      expect(r.body).not.toContain('shadow');
+      expect(r.body).not.toContain('at ');
+    });
+  });
+
+  describe('settings (5.1)', () => {
+    it('defaults to IPXE_CP_AUTO_REGISTER, persists PUT in settings.json over the env, audits it', async () => {
+      t = await startApp({ IPXE_CP_AUTO_REGISTER: 'false' });
+      expect((await t.req('GET', '/settings/auto-register')).body).toEqual({ enabled: false });
+      const r = await t.req('PUT', '/settings/auto-register', { enabled: true });
+      expect(r.body).toEqual({ enabled: true });
+      expect(JSON.parse(t.read('state/settings.json'))).toEqual({ auto_register: true });
+      const op = (await t.req('GET', '/operations')).body.entries.pop();
+      expect(op).toMatchObject({ op: 'settings.auto_register', enabled: true, previous: false, status: 'ok' });
+      const before = t.snapshot();
+      for (const body of [{}, { enabled: 'yes' }, { enabled: 1 }, { enabled: true, x: 1 }]) {
+        expect((await t.req('PUT', '/settings/auto-register', body)).status).toBe(400);
+      }
+      expect(t.snapshot()).toEqual(before);
+      await t.close();
+      t = await startApp({ IPXE_CP_AUTO_REGISTER: 'false' }, { dir: t.dir });
+      expect((await t.req('GET', '/settings/auto-register')).body).toEqual({ enabled: true });
+    });
+  });
+
+  describe('GET /operations (12)', () => {
+    it('pages with since/limit/next_cursor and filters by MAC', async () => {
+      t = await startApp();
+      for (let i = 1; i <= 5; i++) await t.req('POST', '/devices', { mac: `02:00:00:00:00:0${i}` });
+      await t.req('POST', '/workers', { worker_id: 'w1', mac: '02:00:00:00:00:03' });
+      const all = (await t.req('GET', '/operations')).body;
+      expect(all.entries.map((e: any) => e.id)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(all.next_cursor).toBe(7);
+      for (const e of all.entries) {
+        expect(e).toEqual(expect.objectContaining({ id: expect.any(Number), ts: expect.stringMatching(/\+00:00$/), op: expect.any(String), status: 'ok', client: expect.any(String) }));
+      }
+      const p1 = (await t.req('GET', '/operations?since=2&limit=2')).body;
+      expect(p1.entries.map((e: any) => e.id)).toEqual([3, 4]);
+      expect(p1.next_cursor).toBe(4);
+      const p2 = (await t.req('GET', `/operations?since=${p1.next_cursor}&limit=100`)).body;
+      expect(p2.entries.map((e: any) => e.id)).toEqual([5, 6, 7]);
+      expect((await t.req('GET', '/operations?since=7')).body).toEqual({ next_cursor: 7, entries: [] });
+      const byMac = (await t.req('GET', '/operations?mac=02-00-00-00-00-03')).body.entries;
+      expect(byMac.map((e: any) => e.op)).toEqual(['device.register', 'worker.create', 'device.bind']);
+      for (const q of ['since=-1', 'limit=0', 'limit=10001', 'since=abc', 'mac=zz', 'other=1']) {
+        expect([q, (await t.req('GET', `/operations?${q}`)).status]).toEqual([q, 400]);
+      }
+    });
+  });
+});

@@ -1,0 +1,112 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { startApp, TestApp } from '../helpers/app';
+
+const EMPTY = '#!ipxe\n# no per-worker boot vars found\n';
+
+describe('GET /boot-vars (section 5)', () => {
+  let t: TestApp;
+  afterEach(() => t.close());
+
+  async function seed(env: Record<string, string> = {}) {
+    t = await startApp({ IPXE_CP_TOKEN: 'sekret', ...env });
+    await t.req('POST', '/devices', { mac: '00:0c:29:b9:8b:2d' });
+    await t.req('POST', '/devices', { mac: '00:0c:29:b9:8b:2e' });
+    await t.req('POST', '/workers', { worker_id: 'worker-01', mac: '00:0c:29:b9:8b:2d' });
+    await t.req('POST', '/workers', { worker_id: 'w2', hostname: 'pc-2' });
+  }
+  const get = (qs: string) => t.req('GET', `/boot-vars${qs}`, undefined, { authorization: '' });
+
+  it('answers the reboot loop for a bound worker without default boot, in both formats, without auth', async () => {
+    await seed();
+    const r = await get('?mac=000c29b98b2d&hostname=worker-01');
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toMatch(/^text\/plain/);
+    expect(r.text).toBe('#!ipxe\n# boot vars for worker-01\nset menu-default reboot\nset menu-timeout 1\n');
+    const j = await get('?mac=000c29b98b2d&hostname=worker-01&format=json');
+    expect(j.headers['content-type']).toMatch(/^application\/json/);
+    expect(j.body).toEqual({ menu_default: 'reboot', menu_timeout: 1 });
+  });
+
+  it('derives menu_default from boot.menu_default and menu_timeout from boot or the env default', async () => {
+    await seed({ IPXE_CP_BOOT_MENU_TIMEOUT: '7000', IPXE_CP_AUTO_BOOT_TIMEOUT: '3' });
+    await t.req('PUT', '/workers/worker-01/default-os', { menu_default: 'exit' });
+    expect((await get('?mac=00:0c:29:b9:8b:2d&hostname=worker-01&format=json')).body).toEqual({ menu_default: 'exit', menu_timeout: 7000 });
+    await t.req('PUT', '/workers/worker-01/default-os', { menu_timeout: 0 });
+    expect((await get('?mac=00:0c:29:b9:8b:2d&hostname=worker-01')).text).toBe(
+      '#!ipxe\n# boot vars for worker-01\nset menu-default exit\nset menu-timeout 0\n',
+    );
+    await t.req('PUT', '/workers/worker-01/default-os', { menu_default: null });
+    // Back in the reboot loop: its own short timeout, whatever boot.menu_timeout says.
+    expect((await get('?mac=00:0c:29:b9:8b:2d&format=json')).body).toEqual({ menu_default: 'reboot', menu_timeout: 3 });
+  });
+
+  it('finds the worker by hostname or worker_id, else by the MAC binding', async () => {
+    await seed();
+    await t.req('POST', '/devices/00:0c:29:b9:8b:2e/bind?worker_id=w2');
+    expect((await get('?hostname=pc-2')).text).toContain('# boot vars for pc-2');
+    expect((await get('?hostname=w2')).text).toContain('# boot vars for pc-2');
+    expect((await get('?hostname=PC-2&mac=00:0c:29:b9:8b:2e')).text).toContain('# boot vars for pc-2');
+    // Unknown hostname (or none): fall back to the MAC's binding.
+    expect((await get('?mac=00:0c:29:b9:8b:2e&hostname=unknown')).text).toContain('# boot vars for pc-2');
+    expect((await get('?mac=00-0C-29-B9-8B-2E')).text).toContain('# boot vars for pc-2');
+    expect((await get('?mac=&hostname=')).text).toBe(EMPTY);
+  });
+
+  it('refuses a MAC that is not bound to the named worker (anti-spoofing): empty script, no vars', async () => {
+    await seed();
+    await t.req('POST', '/devices', { mac: '00:0c:29:b9:8b:30' });
+    for (const mac of ['00:0c:29:b9:8b:2e', '00:0c:29:b9:8b:30', '00:0c:29:b9:8b:99']) {
+      expect((await get(`?mac=${mac}&hostname=worker-01`)).text).toBe(EMPTY);
+      expect((await get(`?mac=${mac}&hostname=worker-01&format=json`)).body).toEqual({});
+    }
+    // A revoked device is refused everywhere.
+    await t.req('POST', '/devices', { mac: '00:0c:29:b9:8b:31' });
+    await t.req('DELETE', '/devices/00:0c:29:b9:8b:31');
+    expect((await get('?mac=00:0c:29:b9:8b:31')).text).toBe(EMPTY);
+    // hostname alone cannot be verified and stays allowed (compatibility).
+    expect((await get('?hostname=worker-01')).text).toContain('# boot vars for worker-01');
+  });
+
+  it('sends pooled devices (and unknown ones while auto-register is on) into the reboot loop, without writing', async () => {
+    await seed({ IPXE_CP_AUTO_BOOT_TIMEOUT: '2' });
+    const before = t.snapshot();
+    const pooled = await get('?mac=00:0c:29:b9:8b:2e');
+    expect(pooled.text).toBe(
+      '#!ipxe\n# boot vars for 00:0c:29:b9:8b:2e (pooled, waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 2\n',
+    );
+    expect((await get('?mac=00:0c:29:b9:8b:77&format=json')).body).toEqual({ menu_default: 'reboot', menu_timeout: 2 });
+    expect(t.snapshot()).toEqual(before);
+    await t.req('PUT', '/settings/auto-register', { enabled: false });
+    expect((await get('?mac=00:0c:29:b9:8b:77')).text).toBe(EMPTY);
+    expect((await get('?mac=00:0c:29:b9:8b:2e&format=json')).body).toEqual({ menu_default: 'reboot', menu_timeout: 2 });
+  });
+
+  it('projects disk variables from the default disk when the ledger has disks', async () => {
+    await seed();
+    // A disk record as the agents side writes it (hand-placed here: disks arrive with agents).
+    const file = path.join(t.dir, 'state/workers.yml');
+    const text = fs.readFileSync(file, 'utf8').replace(
+      '"disks":[]',
+      '"disks":[{"agent":"a1","iqn":"iqn.2026-07.com.controller:worker-01.debian","filename":"worker-01.debian.img","backing":"/x/worker-01.debian.img","os":"debian","source":{"type":"empty","size":"1G"}},' +
+        '{"agent":"a1","iqn":"iqn.2026-08.com.other:worker-01.ubuntu","filename":"worker-01.ubuntu.img","backing":"/x/worker-01.ubuntu.img","os":"ubuntu","source":{"type":"empty","size":"1G"}}]',
+    );
+    fs.writeFileSync(file, text);
+    await new Promise((r) => setTimeout(r, 250));
+    expect((await get('?hostname=worker-01&format=json')).body).toMatchObject({ base_iqn: 'iqn.2026-07.com.controller', menu_default: 'reboot' });
+    const set = await t.req('PUT', '/workers/worker-01/default-os', { os: 'ubuntu' });
+    expect(set.status).toBe(200);
+    const r = await get('?mac=000c29b98b2d&hostname=worker-01');
+    expect(r.text).toBe(
+      '#!ipxe\n# boot vars for worker-01\nset base-iqn iqn.2026-08.com.other\nset menu-default ubuntu\nset menu-timeout 5000\n',
+    );
+    expect((await t.req('PUT', '/workers/worker-01/default-os', { os: 'windows' })).status).toBe(400);
+  });
+
+  it('400 for a malformed MAC or an unknown format', async () => {
+    await seed();
+    expect((await get('?mac=nonsense')).status).toBe(400);
+    expect((await get('?mac=00:0c:29:b9:8b:2d&format=xml')).status).toBe(400);
+    expect((await get('?mac=00:0c:29:b9:8b:2d&mac=00:0c:29:b9:8b:2e')).status).toBe(400);
+  });
+});
