@@ -32,9 +32,7 @@ export class SettingsService implements OnModuleInit {
     try {
       parsed = JSON.parse(text);
     } catch (e) {
-      const m = /position (\d+)/.exec(String((e as Error).message));
-      const line = m ? text.slice(0, Number(m[1])).split('\n').length : 1;
-      throw new LedgerFileError(this.file, line, `invalid JSON: ${(e as Error).message}`);
+      throw new LedgerFileError(this.file, jsonErrorLine(text), `invalid JSON: ${(e as Error).message}`);
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       throw new LedgerFileError(this.file, 1, 'expected a JSON object');
@@ -65,4 +63,18 @@ export class SettingsService implements OnModuleInit {
       return { enabled };
     });
   }
+}
+
+/** The first line at which a JSON text stops being a valid prefix (V8's messages carry no position). */
+function jsonErrorLine(text: string): number {
+  const lines = text.split('\n');
+  for (let k = 1; k <= lines.length; k++) {
+    try {
+      JSON.parse(lines.slice(0, k).join('\n'));
+      return k;
+    } catch (e) {
+      if (!/end of JSON input/i.test((e as Error).message)) return k;
+    }
+  }
+  return lines.length;
 }
