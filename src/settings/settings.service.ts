@@ -65,15 +65,20 @@ export class SettingsService implements OnModuleInit {
   }
 }
 
-/** The first line at which a JSON text stops being a valid prefix (V8's messages carry no position). */
+/** Line of a JSON syntax error (V8 gives a position only for some errors). */
 function jsonErrorLine(text: string): number {
   const lines = text.split('\n');
   for (let k = 1; k <= lines.length; k++) {
+    const prefix = lines.slice(0, k).join('\n');
     try {
-      JSON.parse(lines.slice(0, k).join('\n'));
+      JSON.parse(prefix);
       return k;
     } catch (e) {
-      if (!/end of JSON input/i.test((e as Error).message)) return k;
+      const msg = (e as Error).message;
+      const pos = /at position (\d+)/.exec(msg);
+      // Errors at the very end of a prefix only mean "incomplete": read one more line.
+      if (/end of JSON input/i.test(msg) || (pos && Number(pos[1]) >= prefix.length)) continue;
+      return pos ? prefix.slice(0, Number(pos[1])).split('\n').length : k;
     }
   }
   return lines.length;
