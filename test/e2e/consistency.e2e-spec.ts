@@ -153,7 +153,7 @@ describe('ledger consistency', () => {
       ['devices.yml', 'devices:\n  "02:00:00:00:00:01": {"state":"bound","bound_worker_id":null}\n', /devices\.yml:2: .*bound/],
       ['workers.yml', 'workers:\n  "w1": {"state":"registered"}\n  "w1": {"state":"ready"}\n', /workers\.yml:3: duplicate key/],
       ['workers.yml', 'workers:\n  w1:\n    state: registered\n  w/2:\n    state: ready\n', /workers\.yml:4: .*not a valid worker id/],
-      ['settings.json', '{\n  "auto_register": tru\n}\n', /settings\.json:2/],
+      ['settings.json', '{\n  "auto_register": yes\n}\n', /settings\.json:2/],
       ['operations.jsonl', '{"id":1,"op":"x"}\n{"id":2,"op\n', /operations\.jsonl:2/],
     ];
     for (const [file, content, msg] of cases) {
