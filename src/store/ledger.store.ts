@@ -15,11 +15,16 @@ interface Change<T> {
 /** A transaction's view of one ledger file: reads see its own writes, nothing is visible until commit. */
 export class TxMap<T extends object> {
   readonly changes = new Map<string, Change<T>>();
+  /** What the transaction first read of each key: the common ancestor for the merge. */
+  private readonly seen = new Map<string, T | undefined>();
   constructor(private readonly base: LedgerMap<T>) {}
 
   get(key: string): T | undefined {
     const c = this.changes.get(key);
-    return c ? c.next : this.base.get(key);
+    if (c) return c.next;
+    const v = this.base.get(key);
+    if (!this.seen.has(key)) this.seen.set(key, v);
+    return v;
   }
   has(key: string): boolean {
     return this.get(key) !== undefined;
@@ -27,7 +32,7 @@ export class TxMap<T extends object> {
   set(key: string, value: T | undefined): void {
     const c = this.changes.get(key);
     if (c) c.next = value;
-    else this.changes.set(key, { orig: this.base.get(key), next: value });
+    else this.changes.set(key, { orig: this.seen.has(key) ? this.seen.get(key) : this.base.get(key), next: value });
   }
   delete(key: string): void {
     this.set(key, undefined);

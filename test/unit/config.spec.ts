@@ -1,0 +1,61 @@
+import { ConfigError, loadConfig } from '../../src/config/app-config';
+
+describe('loadConfig', () => {
+  it('has the documented defaults', () => {
+    const c = loadConfig({}, '/srv/kurrent');
+    expect(c).toMatchObject({
+      token: '',
+      port: 4839,
+      autoRegister: true,
+      autoBootTimeoutMs: 1,
+      bootMenuTimeoutMs: 5000,
+      configDir: '/srv/kurrent/config',
+      stateDir: '/srv/kurrent/state',
+      dnsmasqDir: '/srv/kurrent/dnsmasq',
+      dnsmasqReload: { kind: 'none' },
+      dnsmasqWriteMode: 'atomic',
+    });
+  });
+
+  it('parses every variable', () => {
+    const c = loadConfig({
+      IPXE_CP_TOKEN: 't',
+      IPXE_CP_PORT: '8080',
+      IPXE_CP_AUTO_REGISTER: 'false',
+      IPXE_CP_AUTO_BOOT_TIMEOUT: '2',
+      IPXE_CP_BOOT_MENU_TIMEOUT: '0',
+      IPXE_CP_STATE_DIR: '/var/lib/kurrent',
+      IPXE_CP_DNSMASQ_RELOAD: 'pidfile:/run/dnsmasq.pid',
+      IPXE_CP_DNSMASQ_WRITE_MODE: 'inplace',
+    });
+    expect(c).toMatchObject({
+      token: 't',
+      port: 8080,
+      autoRegister: false,
+      autoBootTimeoutMs: 2,
+      bootMenuTimeoutMs: 0,
+      stateDir: '/var/lib/kurrent',
+      dnsmasqReload: { kind: 'pidfile', path: '/run/dnsmasq.pid' },
+      dnsmasqWriteMode: 'inplace',
+    });
+    expect(loadConfig({ IPXE_CP_DNSMASQ_RELOAD: 'docker:ipxe-dnsmasq' }).dnsmasqReload).toEqual({ kind: 'docker', container: 'ipxe-dnsmasq' });
+    expect(loadConfig({ IPXE_CP_DNSMASQ_RELOAD: 'command:kill -HUP 1' }).dnsmasqReload).toEqual({ kind: 'command', command: 'kill -HUP 1' });
+  });
+
+  it.each([
+    ['IPXE_CP_PORT', 'http'],
+    ['IPXE_CP_PORT', '70000'],
+    ['IPXE_CP_AUTO_REGISTER', 'maybe'],
+    ['IPXE_CP_AUTO_BOOT_TIMEOUT', '-1'],
+    ['IPXE_CP_BOOT_MENU_TIMEOUT', '5s'],
+    ['IPXE_CP_DNSMASQ_RELOAD', 'signal:1'],
+    ['IPXE_CP_DNSMASQ_RELOAD', 'docker:'],
+    ['IPXE_CP_DNSMASQ_RELOAD', 'docker:a b'],
+    ['IPXE_CP_DNSMASQ_RELOAD', 'pidfile:'],
+    ['IPXE_CP_DNSMASQ_WRITE_MODE', 'copy'],
+    ['IPXE_CP_LOG_LEVEL', 'loud'],
+  ])('rejects %s=%s naming the variable', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(name);
+  });
+});
