@@ -1,6 +1,7 @@
 import { Controller, Get, Header, Query, Res } from '@nestjs/common';
 import { ApiExtraModels, ApiOkResponse, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
+import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { BootService } from './boot.service';
 import { BootVarsDto } from './dto/boot-vars.dto';
@@ -15,6 +16,7 @@ export class BootController {
    * Per-worker iPXE variables (no auth, read-only). Lookup: hostname, else mac -> bound worker;
    * a mac not bound to the named worker gets the empty script.
    */
+  @ApiErrors('public', 400)
   @Public()
   @Get('boot-vars')
   @Header('Cache-Control', 'no-store')

@@ -1,7 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { ValidateBy, ValidationOptions } from 'class-validator';
+import { IsInt, Max, Min, ValidateBy, ValidationOptions } from 'class-validator';
 import { ID_PATTERN, normalizeId, normalizeMac } from './mac';
 
 /**
@@ -73,5 +73,15 @@ export function QueryBool() {
       },
     }),
     ApiProperty({ type: Boolean, required: false, default: false }),
+  );
+}
+
+/** An integer in [min, max], documented as `type: integer` (the plugin would say number). */
+export function Int(opts: { min: number; max: number; nullable?: boolean; required?: boolean }) {
+  return applyDecorators(
+    IsInt(),
+    Min(opts.min),
+    Max(opts.max),
+    ApiProperty({ type: 'integer', minimum: opts.min, maximum: opts.max, nullable: opts.nullable, required: opts.required ?? false }),
   );
 }

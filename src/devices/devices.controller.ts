@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, Header, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { ClientIp } from '../common/client-ip.decorator';
 import { BatchBindDto, BatchBindResultDto, BatchPreviewDto, BindQueryDto } from './dto/bind.dto';
@@ -11,7 +12,6 @@ import { ReportQuery } from './dto/report.dto';
 import { DevicesService } from './devices.service';
 
 @ApiTags('devices')
-@ApiBearerAuth()
 @Controller('devices')
 export class DevicesController {
   constructor(private readonly devices: DevicesService) {}
@@ -20,6 +20,7 @@ export class DevicesController {
    * iPXE device report (no auth): updates fingerprint and last_seen; an unknown MAC enters the
    * pool when auto-register is on; revoked devices are ignored. Answers an empty body.
    */
+  @ApiErrors('public', 400)
   @Public()
   @Get('report')
   @Header('Content-Type', 'text/plain; charset=utf-8')
@@ -42,18 +43,21 @@ export class DevicesController {
   }
 
   /** Device pool, optionally filtered by state. */
+  @ApiErrors(400)
   @Get()
   list(@Query() q: ListDevicesQueryDto): DeviceDto[] {
     return this.devices.list(q.state);
   }
 
   /** Manual registration into the pool (state=pooled, source=manual). 409 if it exists (revoked included). */
+  @ApiErrors(400, 409, 413)
   @Post()
   register(@Body() body: RegisterDeviceDto, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.register(body, client);
   }
 
   /** Bulk pre-registration: each entry on its own; duplicates skipped, bad or revoked ones failed. */
+  @ApiErrors(400, 413)
   @Post('import')
   @HttpCode(200)
   import(@Body() body: ImportDevicesDto, @ClientIp() client: string): Promise<ImportResultDto> {
@@ -61,6 +65,7 @@ export class DevicesController {
   }
 
   /** Batch bind preview (read-only): matched / conflicts / not_found. */
+  @ApiErrors(400, 413)
   @Post('bind/batch/preview')
   @HttpCode(200)
   preview(@Body() body: BatchBindDto): BatchPreviewDto {
@@ -68,6 +73,7 @@ export class DevicesController {
   }
 
   /** Batch bind execute: idempotent, item by item; succeeded / skipped / failed. */
+  @ApiErrors(400, 413, 500)
   @Post('bind/batch')
   @HttpCode(200)
   batch(@Body() body: BatchBindDto, @ClientIp() client: string): Promise<BatchBindResultDto> {
@@ -75,18 +81,21 @@ export class DevicesController {
   }
 
   /** One device. */
+  @ApiErrors(400, 404)
   @Get(':mac')
   get(@Param('mac') mac: string): DeviceDto {
     return this.devices.get(mac);
   }
 
   /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again). */
+  @ApiErrors(400, 404, 409)
   @Delete(':mac')
   revoke(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.revoke(mac, client);
   }
 
   /** Bind to a worker (one-to-one). force=true swaps atomically; rebinding the same pair is a no-op. */
+  @ApiErrors(400, 404, 409, 500)
   @Post(':mac/bind')
   @HttpCode(200)
   bind(@Param('mac') mac: string, @Query() q: BindQueryDto, @ClientIp() client: string): Promise<DeviceDto> {
@@ -94,6 +103,7 @@ export class DevicesController {
   }
 
   /** Unbind: the device returns to the pool; the worker keeps its disks. */
+  @ApiErrors(400, 404, 409, 500)
   @Delete(':mac/bind')
   unbind(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.unbind(mac, client);

@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../common/api-errors.decorator';
 import { ClientIp } from '../common/client-ip.decorator';
 import { BatchCreateWorkersDto, BatchCreateWorkersResultDto } from './dto/batch-workers.dto';
 import { CreateWorkerDto } from './dto/create-worker.dto';
@@ -14,18 +15,19 @@ import { DeleteWorkerResultDto, WorkerDto, WorkerMacDto, WorkerStatusDto } from 
 import { WorkersService } from './workers.service';
 
 @ApiTags('workers')
-@ApiBearerAuth()
 @Controller('workers')
 export class WorkersController {
   constructor(private readonly workers: WorkersService) {}
 
   /** Registers a worker identity (no disk); binds `mac` when given (the device must be pooled). */
+  @ApiErrors(400, 409, 413, 500)
   @Post()
   create(@Body() body: CreateWorkerDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.create(body, client);
   }
 
   /** Creates count workers named prefix + zero-padded index; idempotent, item by item. */
+  @ApiErrors(400, 413, 422, 500)
   @Post('batch')
   @HttpCode(200)
   createBatch(@Body() body: BatchCreateWorkersDto, @ClientIp() client: string): Promise<BatchCreateWorkersResultDto> {
@@ -33,6 +35,7 @@ export class WorkersController {
   }
 
   /** Deletes several workers item by item (device unbind cascade), one dnsmasq reload. */
+  @ApiErrors(400, 413, 500)
   @Post('delete/batch')
   @HttpCode(200)
   removeBatch(@Body() body: DeleteWorkersBatchDto, @ClientIp() client: string): Promise<DeleteWorkersBatchResultDto> {
@@ -40,36 +43,42 @@ export class WorkersController {
   }
 
   /** All workers, with the bound device projected as mac / bound_device. */
+  @ApiErrors()
   @Get()
   list(): WorkerDto[] {
     return this.workers.list();
   }
 
   /** One worker. */
+  @ApiErrors(400, 404)
   @Get(':worker_id')
   get(@Param('worker_id') id: string): WorkerDto {
     return this.workers.get(id);
   }
 
   /** The ledger entry plus what dnsmasq and the agents actually have. */
+  @ApiErrors(400, 404)
   @Get(':worker_id/status')
   status(@Param('worker_id') id: string): Promise<WorkerStatusDto> {
     return this.workers.status(id);
   }
 
   /** Rebinds the worker to another pooled device; the old one returns to the pool. */
+  @ApiErrors(400, 404, 409, 500)
   @Put(':worker_id/mac')
   setMac(@Param('worker_id') id: string, @Body() body: SetMacDto, @ClientIp() client: string): Promise<WorkerMacDto> {
     return this.workers.setMac(id, body.mac, client);
   }
 
   /** Default boot: os (a disk of the worker), menu_default, menu_timeout; null clears. */
+  @ApiErrors(400, 404, 409)
   @Put(':worker_id/default-os')
   setDefaultOs(@Param('worker_id') id: string, @Body() body: DefaultOsDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.setDefaultOs(id, body, client);
   }
 
   /** Deletes the worker; its device returns to the pool and its dhcp-hosts line goes. */
+  @ApiErrors(400, 404, 500)
   @Delete(':worker_id')
   remove(
     @Param('worker_id') id: string,

@@ -1,20 +1,18 @@
 import { Type } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { IsOptional, IsString } from 'class-validator';
+import { Int } from '../../common/validators';
 
 export class OperationsQueryDto {
   /** Only entries with id > since. */
   @IsOptional()
   @Type(() => Number)
-  @IsInt()
-  @Min(0)
+  @Int({ min: 0, max: Number.MAX_SAFE_INTEGER })
   since?: number = 0;
 
   /** At most this many entries (1-10000). */
   @IsOptional()
   @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(10000)
+  @Int({ min: 1, max: 10000 })
   limit?: number = 1000;
 
   /** Only operations about this device (any MAC spelling; normalised). */

@@ -1,7 +1,7 @@
 import { Type, Transform } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, ValidateIf, ValidateNested } from 'class-validator';
+import { IsIn, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
 import { ApiProperty } from '@nestjs/swagger';
-import { IsMac, IsWorkerId } from '../../common/validators';
+import { Int, IsMac, IsWorkerId } from '../../common/validators';
 import { MENU_ITEMS } from '../menu';
 
 const lower = ({ value }: { value: unknown }) => (typeof value === 'string' ? value.trim().toLowerCase() : value);
@@ -16,9 +16,7 @@ export class BootConfigDto {
 
   /** Menu timeout in ms; 0 = wait forever; null clears. */
   @IsOptional()
-  @IsInt()
-  @Min(0)
-  @Max(86_400_000)
+  @Int({ min: 0, max: 86_400_000, nullable: true })
   menu_timeout?: number | null;
 }
 

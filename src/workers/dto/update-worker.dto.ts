@@ -1,7 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf } from 'class-validator';
-import { IsMac, QueryBool } from '../../common/validators';
+import { ArrayMaxSize, IsArray, IsIn, IsOptional, IsString, MaxLength, ValidateIf } from 'class-validator';
+import { Int, IsMac, QueryBool } from '../../common/validators';
 import { MENU_ITEMS, OS_ITEMS } from '../menu';
 
 /** "" and null both clear a field; strings are matched case-insensitively. */
@@ -33,9 +33,7 @@ export class DefaultOsDto {
   /** Menu timeout (ms), 0 = wait forever; null clears (back to IPXE_CP_BOOT_MENU_TIMEOUT). */
   @IsOptional()
   @ValidateIf((_, v) => v !== null)
-  @IsInt()
-  @Min(0)
-  @Max(86_400_000)
+  @Int({ min: 0, max: 86_400_000, nullable: true })
   menu_timeout?: number | null;
 }
 

@@ -1,0 +1,62 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { renderControlPlaneSpec } from '../../scripts/openapi';
+
+describe('OpenAPI document', () => {
+  let spec: string;
+  beforeAll(async () => {
+    spec = await renderControlPlaneSpec();
+  });
+
+  it('matches the committed openapi/control-plane.openapi.json (run `npm run openapi` after API changes)', () => {
+    const committed = fs.readFileSync(path.join(__dirname, '../../openapi/control-plane.openapi.json'), 'utf8');
+    expect(spec).toBe(committed);
+  });
+
+  it('documents every route of the reference with stable operationIds and DTO schemas', () => {
+    const doc = JSON.parse(spec);
+    const ops = Object.entries<any>(doc.paths).flatMap(([p, m]) => Object.entries<any>(m).map(([verb, o]) => `${verb.toUpperCase()} ${p} ${o.operationId}`));
+    expect(ops.sort()).toEqual(
+      [
+        'DELETE /devices/{mac} Devices_revoke',
+        'DELETE /devices/{mac}/bind Devices_unbind',
+        'DELETE /workers/{worker_id} Workers_remove',
+        'GET /boot-vars Boot_bootVars',
+        'GET /devices Devices_list',
+        'GET /devices/report Devices_report',
+        'GET /devices/{mac} Devices_get',
+        'GET /healthz Health_health',
+        'GET /operations Audit_list',
+        'GET /settings/auto-register Settings_get',
+        'GET /workers Workers_list',
+        'GET /workers/{worker_id} Workers_get',
+        'GET /workers/{worker_id}/status Workers_status',
+        'POST /devices Devices_register',
+        'POST /devices/bind/batch Devices_batch',
+        'POST /devices/bind/batch/preview Devices_preview',
+        'POST /devices/import Devices_import',
+        'POST /devices/{mac}/bind Devices_bind',
+        'POST /workers Workers_create',
+        'POST /workers/batch Workers_createBatch',
+        'POST /workers/delete/batch Workers_removeBatch',
+        'PUT /settings/auto-register Settings_set',
+        'PUT /workers/{worker_id}/default-os Workers_setDefaultOs',
+        'PUT /workers/{worker_id}/mac Workers_setMac',
+      ].sort(),
+    );
+    const s = doc.components.schemas;
+    expect(s.CreateWorkerDto.required).toEqual(['worker_id']);
+    expect(s.CreateWorkerDto.properties.worker_id.pattern).toBeDefined();
+    expect(s.BootConfigDto.properties.menu_timeout).toMatchObject({ minimum: 0 });
+    expect(s.BootConfigDto.properties.menu_default.enum).toContain('menu-install');
+    expect(s.BatchCreateWorkersDto.properties.count).toMatchObject({ minimum: 1, maximum: 100 });
+    expect(s.WorkerDto.properties.readiness.enum).toEqual(['ready', 'partial', 'idle']);
+    expect(s.ErrorDto.required).toEqual(expect.arrayContaining(['statusCode', 'error', 'message']));
+    const bv = doc.paths['/boot-vars'].get;
+    expect(Object.keys(bv.responses['200'].content).sort()).toEqual(['application/json', 'text/plain']);
+    expect(doc.paths['/workers'].post.responses['409'].content['application/json'].schema.$ref).toBe('#/components/schemas/ErrorDto');
+    expect(doc.paths['/workers/batch'].post.responses['422']).toBeDefined();
+    expect(doc.paths['/workers'].get.security).toEqual([{ bearer: [] }]);
+    expect(doc.paths['/boot-vars'].get.security).toBeUndefined();
+  });
+});
