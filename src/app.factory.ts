@@ -1,7 +1,7 @@
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
-import { Logger } from 'nestjs-pino';
+import { Logger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
 
@@ -25,6 +25,32 @@ export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
   return SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId });
 }
 
+/** Routes every worker hits on every boot: not access-logged unless IPXE_CP_ACCESS_LOG=true. */
+export const BOOT_PATH_ROUTES = new Set(['/boot-vars', '/devices/report', '/healthz']);
+
+/**
+ * One access-log line per API request (method, route, status, duration, client), without headers
+ * or bodies, so tokens and keys cannot leak. The boot path is skipped: at fleet scale a line per
+ * boot request costs more than the request itself (see bench:boot).
+ */
+async function installAccessLog(app: NestFastifyApplication, config: AppConfig): Promise<void> {
+  const log = await app.resolve(PinoLogger);
+  log.setContext('http');
+  app
+    .getHttpAdapter()
+    .getInstance()
+    .addHook('onResponse', (req, reply, done) => {
+      const route = req.routeOptions.url ?? req.url;
+      if (config.accessLog || !BOOT_PATH_ROUTES.has(route)) {
+        log.info(
+          { method: req.method, route, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), client: req.ip },
+          'request completed',
+        );
+      }
+      done();
+    });
+}
+
 /** Builds the control-plane app (used by main.ts, the tests and the OpenAPI script). */
 export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {}): Promise<NestFastifyApplication> {
   const app = await NestFactory.create<NestFastifyApplication>(
@@ -33,6 +59,7 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
     { bufferLogs: true, logger: opts.quiet ? false : undefined },
   );
   if (!opts.quiet) app.useLogger(app.get(Logger));
+  await installAccessLog(app, config);
   app.enableShutdownHooks();
   const doc = buildOpenApi(app);
   SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'openapi.json', yamlDocumentUrl: 'openapi.yaml' });

@@ -1,4 +1,4 @@
-import { DynamicModule, Module, RequestMethod } from '@nestjs/common';
+import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
 import { AuditModule } from './audit/audit.module';
@@ -36,18 +36,10 @@ export class AppModule {
           pinoHttp: {
             level: config.logLevel,
             redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-            autoLogging: true,
-            quietReqLogger: true,
           },
-          // The boot path (every worker, every boot) is not access-logged unless asked for:
-          // a log line per request costs more than half of its throughput (see bench:boot).
-          exclude: config.accessLog
-            ? []
-            : [
-                { method: RequestMethod.GET, path: 'boot-vars' },
-                { method: RequestMethod.GET, path: 'devices/report' },
-                { method: RequestMethod.GET, path: 'healthz' },
-              ],
+          // No per-request middleware: even an excluded route pays for the middleware layer on
+          // every boot. Access logs come from one Fastify onResponse hook instead (app.factory).
+          forRoutes: [],
         }),
         StoreModule,
         AuditModule,

@@ -1,6 +1,5 @@
-import { Controller, Get, Header, Query, Res } from '@nestjs/common';
+import { Controller, Get, Header, Query } from '@nestjs/common';
 import { ApiExtraModels, ApiOkResponse, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
-import type { FastifyReply } from 'fastify';
 import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { BootService } from './boot.service';
@@ -37,14 +36,9 @@ export class BootController {
       'application/json': { schema: { $ref: getSchemaPath(BootVarsDto) } },
     },
   })
-  bootVars(
-    @Query('mac') mac: unknown,
-    @Query('hostname') hostname: unknown,
-    @Query('format') format: unknown,
-    @Res({ passthrough: true }) res: FastifyReply,
-  ): string | BootVarsDto {
-    const r = this.boot.bootVars(mac, hostname, format ?? 'ipxe');
-    res.type(r.contentType);
-    return r.body;
+  bootVars(@Query() q: Record<string, unknown>): string | BootVarsDto {
+    // One raw query object (no DTO) on the hottest route; BootService validates by hand. A string
+    // goes out as text/plain, an object as application/json (Fastify's defaults).
+    return this.boot.bootVars(q.mac, q.hostname, q.format ?? 'ipxe');
   }
 }

@@ -8,11 +8,6 @@ import { WorkerRecord } from '../store/records';
 import { DiskVarsResolver } from './disk-vars';
 import type { BootVarsDto } from './dto/boot-vars.dto';
 
-export interface BootVarsReply {
-  contentType: string;
-  body: string | BootVarsDto;
-}
-
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
 
 /**
@@ -28,7 +23,8 @@ export class BootService {
     private readonly config: AppConfig,
   ) {}
 
-  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe'): BootVarsReply {
+  /** The iPXE script (a string) or, with format=json, the variables (an object). */
+  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe'): string | BootVarsDto {
     if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
     let mac: string | null = null;
     if (typeof rawMac === 'string' && rawMac.trim() !== '') {
@@ -39,16 +35,16 @@ export class BootService {
     }
     const hostname = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     const r = this.resolve(mac, hostname);
-    if (r.kind === 'none') return this.reply(format, EMPTY_SCRIPT, {});
+    if (r.kind === 'none') return format === 'json' ? {} : EMPTY_SCRIPT;
     const vars: BootVarsDto = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
-    if (format === 'json') return { contentType: 'application/json; charset=utf-8', body: vars };
+    if (format === 'json') return vars;
     const label = r.kind === 'worker' ? r.worker.hostname : `${mac} (pooled, waiting to be bound to a worker)`;
     let text = `#!ipxe\n# boot vars for ${label}\n`;
     if (vars.base_iqn) text += `set base-iqn ${vars.base_iqn}\n`;
     if (vars.iscsi_server) text += `set iscsi-server ${vars.iscsi_server}\n`;
     if (vars.iscsi_sep) text += `set iscsi-sep ${vars.iscsi_sep}\n`;
     text += `set menu-default ${vars.menu_default}\nset menu-timeout ${vars.menu_timeout}\n`;
-    return { contentType: 'text/plain; charset=utf-8', body: text };
+    return text;
   }
 
   /**
@@ -99,11 +95,5 @@ export class BootService {
 
   private rebootLoop(): BootVarsDto {
     return { menu_default: 'reboot', menu_timeout: this.config.autoBootTimeoutMs };
-  }
-
-  private reply(format: string, script: string, json: object): BootVarsReply {
-    return format === 'json'
-      ? { contentType: 'application/json; charset=utf-8', body: json as BootVarsDto }
-      : { contentType: 'text/plain; charset=utf-8', body: script };
   }
 }

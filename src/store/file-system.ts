@@ -50,12 +50,12 @@ export class FileSystem {
     fs.mkdirSync(dir, { recursive: true });
   }
 
-  async writeAtomic(file: string, data: string): Promise<void> {
+  async writeAtomic(file: string, data: string | Buffer): Promise<void> {
     const dir = path.dirname(file);
     const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${++this.tmpSeq}.tmp`);
     const fh = await fsp.open(tmp, 'w', 0o644);
     try {
-      await fh.writeFile(data, 'utf8');
+      await fh.writeFile(data);
       await fh.sync();
     } finally {
       await fh.close();

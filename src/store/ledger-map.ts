@@ -25,7 +25,8 @@ const ENTRY = /^ {2}("(?:[^"\\]|\\.)*"): (\{.*\})\s*$/;
  */
 export class LedgerMap<T extends object> {
   private map = new Map<string, T>();
-  private lines = new Map<string, string>();
+  /** Each record's serialised line, UTF-8 encoded once: a save is one Buffer.concat. */
+  private lines = new Map<string, Buffer>();
   private stamp: FileStamp | null = null;
   /** Bumped when membership or any record changes through a transaction or reload. */
   version = 0;
@@ -89,10 +90,10 @@ export class LedgerMap<T extends object> {
     this.dirty = true;
   }
 
-  render(changes?: Map<string, T | undefined>): string {
-    const parts: string[] = [this.header, `${this.root}:`];
+  render(changes?: Map<string, T | undefined>): Buffer {
+    const parts: Buffer[] = [Buffer.from(`${this.header}\n${this.root}:\n`)];
     let count = 0;
-    const line = (k: string, v: T) => `  ${JSON.stringify(k)}: ${JSON.stringify(v)}`;
+    const line = (k: string, v: T) => Buffer.from(`  ${JSON.stringify(k)}: ${JSON.stringify(v)}\n`);
     for (const [k, v] of this.map) {
       if (changes?.has(k)) {
         const nv = changes.get(k);
@@ -118,12 +119,12 @@ export class LedgerMap<T extends object> {
         }
       }
     }
-    if (count === 0) parts[parts.length - 1] = `${this.root}: {}`;
-    return parts.join('\n') + '\n';
+    if (count === 0) return Buffer.from(`${this.header}\n${this.root}: {}\n`);
+    return Buffer.concat(parts);
   }
 
   /** Writes the given content (from render) atomically and remembers the file's stamp. */
-  async write(content: string): Promise<void> {
+  async write(content: Buffer): Promise<void> {
     await this.fs.writeAtomic(this.file, content);
     this.stamp = this.fs.statSync(this.file);
   }

@@ -19,7 +19,8 @@ class MemFs extends FileSystem {
     return null;
   }
   override mkdirpSync() {}
-  override async writeAtomic(f: string, d: string) {
+  override async writeAtomic(f: string, data: string | Buffer) {
+    const d = data.toString();
     this.files.set(f, d);
     this.writes.push([f, 'atomic']);
   }

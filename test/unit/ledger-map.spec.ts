@@ -60,7 +60,7 @@ describe('LedgerMap', () => {
     block.loadSync();
     expect([...block.values()]).toEqual([w('a'), w('b')]);
     const del = new Map<string, WorkerRecord | undefined>([['a', undefined], ['b', undefined]]);
-    expect(block.render(del)).toBe('# header\nworkers: {}\n');
+    expect(block.render(del).toString()).toBe('# header\nworkers: {}\n');
   });
 
   it('reloads after a hand edit and only then', async () => {

@@ -15,7 +15,8 @@ class MemFs extends FileSystem {
     return v === undefined ? null : { mtimeMs: 1, size: v.length, ino: 1 };
   }
   override mkdirpSync() {}
-  override async writeAtomic(f: string, d: string) {
+  override async writeAtomic(f: string, data: string | Buffer) {
+    const d = data.toString();
     this.log.push(f);
     if (this.failOn && f.endsWith(this.failOn)) throw new Error(`disk full: ${f}`);
     this.files.set(f, d);

@@ -1,0 +1,116 @@
+/**
+ * npm run bench:boot — the boot path under load, on loopback, 64 connections, driven by wrk
+ * (Debian package; a C client, so the server rather than the load generator is what is measured).
+ *  1. GET /boot-vars req/s vs a bare Fastify route returning the same bytes (same run), p99.
+ *  2. Boot storm: 10,000 known devices, each /devices/report then /boot-vars; sequences/s,
+ *     then how long until every last_seen is on disk.
+ *  3. One bind on the 10,000-entry ledger (p50 over repeated unbind+bind), and start-up time.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { FileSystem } from '../src/store/file-system';
+import { LedgerMap } from '../src/store/ledger-map';
+import { validateDevice } from '../src/store/records';
+import { fmt, get, macOf, seedLedger, startProcess, stop, tmp, workerOf, wrk, WrkResult } from './lib';
+
+const N = Number(process.env.BENCH_DEVICES ?? 10_000);
+const CONNECTIONS = 64;
+const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = 3;
+const STORM_SECONDS = 4;
+const CP_PORT = 4961;
+const BARE_PORT = 4962;
+const TOKEN = 'bench-token';
+const dist = path.resolve(__dirname, '..');
+
+async function main() {
+  const dir = tmp('kurrent-bench-');
+  await seedLedger(dir, N);
+  const env = {
+    IPXE_CP_PORT: String(CP_PORT),
+    IPXE_CP_HOST: '127.0.0.1',
+    IPXE_CP_TOKEN: TOKEN,
+    IPXE_CP_CONFIG_DIR: path.join(dir, 'config'),
+    IPXE_CP_STATE_DIR: path.join(dir, 'state'),
+    IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'),
+    IPXE_CP_LOG_LEVEL: 'warn',
+  };
+  const sizeMb = fs.statSync(path.join(dir, 'state/devices.yml')).size / 1e6;
+  console.log(`ledger: ${fmt(N)} devices (devices.yml ${fmt(sizeMb, 1)} MB) + ${fmt(N)} bound workers`);
+
+  const cp = await startProcess(path.join(dist, 'src/main.js'), env, `http://127.0.0.1:${CP_PORT}/healthz`);
+  console.log(`control plane start with that ledger: ${fmt(cp.ms)} ms (target < 3000 ms)`);
+  const bare = await startProcess(path.join(dist, 'bench/bare-fastify.js'), { BARE_PORT: String(BARE_PORT) }, `http://127.0.0.1:${BARE_PORT}/healthz`);
+
+  try {
+    const bv = `${path.join(__dirname, '..', '..', 'bench/wrk/boot-vars.lua')}`;
+    const wrkEnv = { BENCH_DEVICES: String(N) };
+    // Warm both servers (JIT) before measuring.
+    await wrk(`http://127.0.0.1:${BARE_PORT}`, 2, CONNECTIONS, bv, wrkEnv);
+    await wrk(`http://127.0.0.1:${CP_PORT}`, 2, CONNECTIONS, bv, wrkEnv);
+    const sample = await get(`http://127.0.0.1:${CP_PORT}/boot-vars?mac=${macOf(7)}&hostname=${workerOf(7)}`);
+    if (!sample.body.includes('set menu-default exit')) throw new Error(`unexpected /boot-vars answer: ${sample.body}`);
+
+    // Alternate rounds so both see the same machine weather; report the median ratio.
+    const rounds: { base: WrkResult; kur: WrkResult }[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const base = await wrk(`http://127.0.0.1:${BARE_PORT}`, DURATION, CONNECTIONS, bv, wrkEnv);
+      const kur = await wrk(`http://127.0.0.1:${CP_PORT}`, DURATION, CONNECTIONS, bv, wrkEnv);
+      rounds.push({ base, kur });
+    }
+    console.log(`\n== GET /boot-vars, wrk 1 thread, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${DURATION}s ==`);
+    for (const [i, { base, kur }] of rounds.entries()) {
+      console.log(
+        `round ${i + 1}: bare Fastify ${fmt(base.rps)} req/s (p99 ${fmt(base.p99, 1)} ms) | Kurrent ${fmt(kur.rps)} req/s (p99 ${fmt(kur.p99, 1)} ms, non-2xx ${kur.non2xx}) | ratio ${fmt(kur.rps / base.rps, 2)}`,
+      );
+    }
+    const ratios = rounds.map((r) => r.kur.rps / r.base.rps).sort((a, b) => a - b);
+    const p99s = rounds.map((r) => r.kur.p99).sort((a, b) => a - b);
+    console.log(`median ratio Kurrent / bare: ${fmt(ratios[Math.floor(ratios.length / 2)], 2)} (target >= 0.60); median p99 ${fmt(p99s[Math.floor(p99s.length / 2)], 1)} ms (target < 25 ms)`);
+
+    // Boot storm: every device reports then asks for its vars, as after a power cut.
+    const stormStart = new Date(Date.now() - 1000).toISOString().replace(/\.\d{3}Z$/, '+00:00');
+    const storm = await wrk(`http://127.0.0.1:${CP_PORT}`, STORM_SECONDS, CONNECTIONS, path.join(__dirname, '..', '..', 'bench/wrk/storm.lua'), wrkEnv);
+    const stormEnd = performance.now();
+    const seqPerSec = storm.rps / 2;
+    let persistedMs = -1;
+    const ledger = new LedgerMap(path.join(dir, 'state/devices.yml'), 'devices', '', validateDevice, new FileSystem());
+    while (performance.now() - stormEnd < 10_000) {
+      ledger.loadSync();
+      const all = [...ledger.values()];
+      if (all.length === N && all.every((d) => (d.last_seen ?? '') >= stormStart && d.fingerprint.chip === 'RTL8125')) {
+        persistedMs = performance.now() - stormEnd;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    console.log(`\n== Boot storm: ${fmt(N)} known devices, /devices/report (11 fields) then /boot-vars each, ${STORM_SECONDS}s ==`);
+    console.log(
+      `${fmt(seqPerSec)} boot sequences/s (target >= 5,000): the whole fleet in ${fmt((N / seqPerSec) * 1000)} ms (target <= 2,000 ms); p99 ${fmt(storm.p99, 1)} ms, non-2xx ${storm.non2xx}, socket errors ${storm.errors}`,
+    );
+    console.log(`every last_seen and fingerprint on disk ${persistedMs < 0 ? 'NOT within 10 s' : `${fmt(persistedMs)} ms after the storm`} (target <= 2,000 ms)`);
+
+    // One bind on the 10,000-entry ledger.
+    const times: number[] = [];
+    for (let r = 0; r < 30; r++) {
+      const mac = macOf(r);
+      await get(`http://127.0.0.1:${CP_PORT}/devices/${mac}/bind`, { method: 'DELETE', token: TOKEN });
+      const b0 = performance.now();
+      const res = await get(`http://127.0.0.1:${CP_PORT}/devices/${mac}/bind?worker_id=${workerOf(r)}`, { method: 'POST', token: TOKEN });
+      times.push(performance.now() - b0);
+      if (res.status !== 200) throw new Error(`bind failed: ${res.status} ${res.body}`);
+    }
+    times.sort((a, b) => a - b);
+    console.log('\n== One bind on the %s-entry ledger (30 rounds) ==', fmt(N));
+    console.log(`p50 ${fmt(times[15], 1)} ms, max ${fmt(times[29], 1)} ms (target p50 < 50 ms)`);
+  } finally {
+    await stop(cp.proc);
+    await stop(bare.proc);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,123 @@
+import { ChildProcess, execFile, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { loadConfig } from '../src/config/app-config';
+import { FileSystem } from '../src/store/file-system';
+import { LedgerStore } from '../src/store/ledger.store';
+import { emptyFingerprint } from '../src/store/records';
+
+export interface WrkResult {
+  rps: number;
+  requests: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+const ms = (v: string, unit: string) => Number(v) * (unit === 'us' ? 0.001 : unit === 's' ? 1000 : 1);
+
+/** Runs wrk (1 thread) and parses its --latency report. */
+export function wrk(url: string, seconds: number, connections: number, script?: string, env: Record<string, string> = {}): Promise<WrkResult> {
+  const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url];
+  return new Promise((resolve, reject) => {
+    execFile('wrk', args, { env: { ...process.env, ...env } }, (err, stdout) => {
+      if (err) return reject(new Error(`wrk failed (apt-get install wrk): ${err.message}`));
+      const num = (re: RegExp) => Number(re.exec(stdout)?.[1] ?? NaN);
+      const lat = (pct: string) => {
+        const m = new RegExp(`\\s${pct}%\\s+([\\d.]+)(us|ms|s)`).exec(stdout);
+        return m ? ms(m[1], m[2]) : NaN;
+      };
+      const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
+      resolve({
+        rps: num(/Requests\/sec:\s+([\d.]+)/),
+        requests: num(/(\d+) requests in/),
+        p50: lat('50'),
+        p99: lat('99'),
+        non2xx: num(/Non-2xx or 3xx responses: (\d+)/) || 0,
+        errors: errs ? errs.slice(1).reduce((a, b) => a + Number(b), 0) : 0,
+      });
+    });
+  });
+}
+
+export const macOf = (i: number) =>
+  ['02', '00', ...[(i >> 24) & 255, (i >> 16) & 255, (i >> 8) & 255, i & 255].map((b) => b.toString(16).padStart(2, '0'))].join(':');
+export const workerOf = (i: number) => `seat-${String(i).padStart(5, '0')}`;
+
+/** Writes a ledger of n pooled-then-bound devices and n workers through the real store code. */
+export async function seedLedger(dir: string, n: number): Promise<void> {
+  const store = new LedgerStore(loadConfig({ IPXE_CP_STATE_DIR: path.join(dir, 'state') }), new FileSystem());
+  store.onModuleInit();
+  const now = new Date().toISOString();
+  await store.commit((tx) => {
+    for (let i = 0; i < n; i++) {
+      const id = workerOf(i);
+      tx.workers.set(id, {
+        worker_id: id,
+        hostname: id,
+        arch: 'x86_64',
+        state: 'registered',
+        disks: [],
+        cd: null,
+        default_os: null,
+        boot: { menu_default: 'exit', menu_timeout: 3000 },
+        created_at: now,
+      });
+      tx.devices.set(macOf(i), {
+        mac: macOf(i),
+        uuid: `4c4c4544-0000-1000-8000-${String(i).padStart(12, '0')}`,
+        state: 'bound',
+        bound_worker_id: id,
+        key_hash: null,
+        source: 'ipxe',
+        fingerprint: { ...emptyFingerprint(), manufacturer: 'ACME', product: 'Seat', serial: `SN${i}`, mem_total: 32768 },
+        first_seen: now,
+        last_seen: now,
+      });
+    }
+  });
+}
+
+export function tmp(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export function get(url: string, opts: { method?: string; token?: string } = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: opts.method ?? 'GET', headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {} }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Starts a node script and resolves once `url` answers 200; returns the process and the time taken. */
+export async function startProcess(script: string, env: Record<string, string>, url: string): Promise<{ proc: ChildProcess; ms: number }> {
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`${script} exited with ${proc.exitCode}`);
+    try {
+      if ((await get(url)).status === 200) return { proc, ms: performance.now() - t0 };
+    } catch {
+      /* not listening yet */
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export function stop(proc: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (proc.exitCode !== null) return resolve();
+    proc.once('exit', () => resolve());
+    proc.kill('SIGTERM');
+  });
+}
+
+export const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
