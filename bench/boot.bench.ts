@@ -38,7 +38,8 @@ async function main() {
   const sizeMb = fs.statSync(path.join(dir, 'state/devices.yml')).size / 1e6;
   console.log(`ledger: ${fmt(N)} devices (devices.yml ${fmt(sizeMb, 1)} MB) + ${fmt(N)} bound workers`);
 
-  const cp = await startProcess(path.join(dist, 'src/main.js'), env, `http://127.0.0.1:${CP_PORT}/healthz`);
+  // Same flags as `npm run start:prod`: a larger young generation cuts GC time on the hot path.
+  const cp = await startProcess(path.join(dist, 'src/main.js'), env, `http://127.0.0.1:${CP_PORT}/healthz`, ['--max-semi-space-size=32']);
   console.log(`control plane start with that ledger: ${fmt(cp.ms)} ms (target < 3000 ms)`);
   const bare = await startProcess(path.join(dist, 'bench/bare-fastify.js'), { BARE_PORT: String(BARE_PORT) }, `http://127.0.0.1:${BARE_PORT}/healthz`);
 

@@ -98,9 +98,14 @@ export function get(url: string, opts: { method?: string; token?: string } = {})
 }
 
 /** Starts a node script and resolves once `url` answers 200; returns the process and the time taken. */
-export async function startProcess(script: string, env: Record<string, string>, url: string): Promise<{ proc: ChildProcess; ms: number }> {
+export async function startProcess(
+  script: string,
+  env: Record<string, string>,
+  url: string,
+  nodeArgs: string[] = [],
+): Promise<{ proc: ChildProcess; ms: number }> {
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const proc = spawn(process.execPath, [...nodeArgs, script], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`${script} exited with ${proc.exitCode}`);
     try {

@@ -1,4 +1,5 @@
-import { Controller, Get, Header, Query } from '@nestjs/common';
+import { Controller, Get, Header, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
 import { ApiExtraModels, ApiOkResponse, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
@@ -36,9 +37,10 @@ export class BootController {
       'application/json': { schema: { $ref: getSchemaPath(BootVarsDto) } },
     },
   })
-  bootVars(@Query() q: Record<string, unknown>): string | BootVarsDto {
-    // One raw query object (no DTO) on the hottest route; BootService validates by hand. A string
-    // goes out as text/plain, an object as application/json (Fastify's defaults).
+  bootVars(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootVarsDto {
+    // The raw query through @Req (which no pipe touches) on the hottest route: BootService
+    // validates by hand. A string goes out as text/plain, an object as application/json.
+    const q = req.query;
     return this.boot.bootVars(q.mac, q.hostname, q.format ?? 'ipxe');
   }
 }
