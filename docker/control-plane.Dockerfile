@@ -1,0 +1,24 @@
+# Kurrent control plane (port 4839). Build from the repository root:
+#   docker build -f docker/control-plane.Dockerfile -t kurrent/control-plane .
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY src ./src
+COPY scripts ./scripts
+COPY bench ./bench
+RUN npx nest build && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+# docker-cli: the `docker:<container>` dnsmasq reload strategy (needs /var/run/docker.sock).
+RUN apt-get update && apt-get install -y --no-install-recommends docker.io procps && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+ENV IPXE_CP_CONFIG_DIR=/app/config IPXE_CP_STATE_DIR=/app/state IPXE_CP_DNSMASQ_DIR=/app/dnsmasq
+VOLUME ["/app/config", "/app/state", "/app/dnsmasq"]
+EXPOSE 4839
+HEALTHCHECK --interval=10s --timeout=3s CMD node -e "require('http').get('http://127.0.0.1:4839/healthz',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"
+CMD ["node", "--max-semi-space-size=32", "dist/src/main.js"]

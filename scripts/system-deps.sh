@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests run for real (dnsmasq, ip netns, wrk for the benches)
+# when they are missing. Runs as `pretest`, so `npm test` works on a fresh machine (as root).
+set -euo pipefail
+need=()
+command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v pkill >/dev/null 2>&1 || need+=(procps)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "system-deps: missing ${need[*]}; run as root or: apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+  echo "system-deps: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi

@@ -1,0 +1,49 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parse } from 'yaml';
+import { loadConfig } from '../../src/config/app-config';
+
+const root = path.join(__dirname, '../..');
+const read = (f: string) => fs.readFileSync(path.join(root, f), 'utf8');
+
+describe('deployment files (no Docker engine here: checked statically)', () => {
+  it('compose.yml: control plane with the docker reload strategy and the dnsmasq directory mounted', () => {
+    const c = parse(read('docker/compose.yml'));
+    const cp = c.services['control-plane'];
+    expect(cp.build.dockerfile).toBe('docker/control-plane.Dockerfile');
+    expect(fs.existsSync(path.join(root, cp.build.dockerfile))).toBe(true);
+    expect(cp.environment.IPXE_CP_DNSMASQ_RELOAD).toBe(`docker:${c.services.dnsmasq.container_name}`);
+    expect(cp.volumes).toContain('../dnsmasq:/app/dnsmasq');
+    expect(cp.ports).toContain('4839:4839');
+    for (const v of c.services.dnsmasq.volumes) {
+      const src = v.split(':')[0];
+      if (src.startsWith('./')) expect(fs.existsSync(path.join(root, 'docker', src))).toBe(true);
+    }
+  });
+
+  it('the Dockerfile starts the app as npm run start:prod does', () => {
+    const pkg = JSON.parse(read('package.json'));
+    const cmd = /^CMD (\[.*\])$/m.exec(read('docker/control-plane.Dockerfile'))![1];
+    expect(['node', ...pkg.scripts['start:prod'].split(' ').slice(1)]).toEqual(JSON.parse(cmd));
+  });
+
+  it('control_plane.env.example holds only valid values and every variable the reference names', () => {
+    const env = Object.fromEntries(
+      read('config/control_plane.env.example')
+        .split('\n')
+        .filter((l) => /^[A-Z_]+=/.test(l))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+    for (const v of ['IPXE_CP_TOKEN', 'IPXE_CP_AUTO_REGISTER', 'IPXE_CP_AUTO_BOOT_TIMEOUT', 'IPXE_CP_BOOT_MENU_TIMEOUT']) {
+      expect(Object.keys(env)).toContain(v);
+    }
+    expect(() => loadConfig(env)).not.toThrow();
+  });
+
+  it('menu.ipxe offers exactly the menu items boot.menu_default accepts', async () => {
+    const { MENU_ITEMS } = await import('../../src/workers/menu');
+    const items = [...read('docker/tftp/menu.ipxe').matchAll(/^item (?!--)(\S+)/gm)].map((m) => m[1]);
+    expect(items.sort()).toEqual([...MENU_ITEMS].sort());
+    for (const i of items) expect(read('docker/tftp/menu.ipxe')).toContain(`:${i}\n`);
+  });
+});
