@@ -3,7 +3,7 @@ import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
 import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
-import { AuthGuard } from './common/auth.guard';
+import { AuthGuard, BEARER_TOKEN } from './common/auth.guard';
 import { AllExceptionsFilter } from './common/exception.filter';
 import { createValidationPipe } from './common/validation';
 import { AppConfig } from './config/app-config';
@@ -51,6 +51,7 @@ export class AppModule {
       ],
       controllers: [HealthController],
       providers: [
+        { provide: BEARER_TOKEN, useValue: config.token },
         { provide: APP_GUARD, useClass: AuthGuard },
         { provide: APP_FILTER, useClass: AllExceptionsFilter },
         { provide: APP_PIPE, useFactory: createValidationPipe },

@@ -1,25 +1,26 @@
-import { CanActivate, ExecutionContext, Injectable, SetMetadata } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { AppConfig } from '../config/app-config';
 import { ApiError } from './api-error';
 
 export const PUBLIC_ROUTE = 'kurrent:public';
+/** Injection token of the expected bearer token ('' disables auth): IPXE_CP_TOKEN or IPXE_AGENT_TOKEN. */
+export const BEARER_TOKEN = 'kurrent:bearer-token';
 /** Marks a route as reachable without the Bearer token (healthz, boot-vars, devices/report). */
 export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
-/** Bearer IPXE_CP_TOKEN on every route not marked @Public; compared in constant time. */
+/** Bearer token on every route not marked @Public; compared in constant time. */
 @Injectable()
 export class AuthGuard implements CanActivate {
   private readonly expected: Buffer | null;
 
   constructor(
     private readonly reflector: Reflector,
-    config: AppConfig,
+    @Inject(BEARER_TOKEN) token: string,
   ) {
-    this.expected = config.token ? digest(config.token) : null;
+    this.expected = token ? digest(token) : null;
   }
 
   canActivate(ctx: ExecutionContext): boolean {

@@ -50,10 +50,10 @@ export class FileSystem {
     fs.mkdirSync(dir, { recursive: true });
   }
 
-  async writeAtomic(file: string, data: string | Buffer): Promise<void> {
+  async writeAtomic(file: string, data: string | Buffer, mode = 0o644): Promise<void> {
     const dir = path.dirname(file);
     const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${++this.tmpSeq}.tmp`);
-    const fh = await fsp.open(tmp, 'w', 0o644);
+    const fh = await fsp.open(tmp, 'w', mode);
     try {
       await fh.writeFile(data);
       await fh.sync();

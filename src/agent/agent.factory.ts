@@ -1,0 +1,33 @@
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import { Logger } from 'nestjs-pino';
+import { BODY_LIMIT, operationId } from '../app.factory';
+import { AgentConfig } from './agent-config';
+import { AgentModule } from './agent.module';
+
+export function buildAgentOpenApi(app: NestFastifyApplication): OpenAPIObject {
+  const cfg = new DocumentBuilder()
+    .setTitle('Kurrent storage agent')
+    .setDescription(
+      'One storage node: image directory, masters, reflink clones, iSCSI (stgt, LIO) or NVMe/TCP (nvmet) targets. ' +
+        'Called by the control plane only; `Authorization: Bearer <IPXE_AGENT_TOKEN>` when a token is set.',
+    )
+    .setVersion('1.0.0')
+    .addBearerAuth()
+    .build();
+  return SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId });
+}
+
+/** Builds the storage agent app (main, tests, OpenAPI script). */
+export async function createAgentApp(config: AgentConfig, opts: { quiet?: boolean } = {}): Promise<NestFastifyApplication> {
+  const app = await NestFactory.create<NestFastifyApplication>(
+    AgentModule.forRoot(config),
+    new FastifyAdapter({ bodyLimit: BODY_LIMIT }),
+    { bufferLogs: true, logger: opts.quiet ? false : undefined },
+  );
+  if (!opts.quiet) app.useLogger(app.get(Logger));
+  app.enableShutdownHooks();
+  SwaggerModule.setup('docs', app, buildAgentOpenApi(app), { jsonDocumentUrl: 'openapi.json' });
+  return app;
+}

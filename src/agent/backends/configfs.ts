@@ -1,0 +1,107 @@
+import * as fs from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+
+/**
+ * configfs I/O under a root (real /sys/kernel/config/... or a test directory of the same shape).
+ * On real configfs a mkdir creates the attribute files and an rmdir drops them; on a plain
+ * directory the attribute files are ours, so rmdir removes them first.
+ */
+export class ConfigFs {
+  readonly real: boolean;
+
+  constructor(readonly root: string) {
+    this.real = isConfigfsMount(root);
+  }
+
+  p(...parts: string[]): string {
+    return path.join(this.root, ...parts);
+  }
+
+  /** mkdir of each missing level (on real configfs some levels are default groups that exist). */
+  async mkdir(...parts: string[]): Promise<void> {
+    for (let i = 1; i <= parts.length; i++) {
+      if (!(await this.exists(...parts.slice(0, i)))) await fsp.mkdir(this.p(...parts.slice(0, i)));
+    }
+  }
+
+  async write(value: string, ...parts: string[]): Promise<void> {
+    await fsp.writeFile(this.p(...parts), value.endsWith('\n') ? value : `${value}\n`);
+  }
+
+  async read(...parts: string[]): Promise<string | null> {
+    try {
+      return (await fsp.readFile(this.p(...parts), 'utf8')).trim();
+    } catch {
+      return null;
+    }
+  }
+
+  async exists(...parts: string[]): Promise<boolean> {
+    try {
+      await fsp.lstat(this.p(...parts));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async list(...parts: string[]): Promise<string[]> {
+    try {
+      return await fsp.readdir(this.p(...parts));
+    } catch {
+      return [];
+    }
+  }
+
+  /** `ln -s target link` with target relative to the link's directory, as targetcli does. */
+  async link(target: string[], link: string[]): Promise<void> {
+    const linkPath = this.p(...link);
+    await fsp.symlink(path.relative(path.dirname(linkPath), this.p(...target)), linkPath);
+  }
+
+  async readlink(...parts: string[]): Promise<string | null> {
+    try {
+      return path.resolve(path.dirname(this.p(...parts)), await fsp.readlink(this.p(...parts)));
+    } catch {
+      return null;
+    }
+  }
+
+  async unlink(...parts: string[]): Promise<void> {
+    await fsp.unlink(this.p(...parts)).catch((e) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
+  }
+
+  /** Default groups (lun, np, attrib, namespaces...) vanish with their parent on real configfs. */
+  async rmdirDefaultGroup(...parts: string[]): Promise<void> {
+    if (!this.real) await this.rmdir(...parts);
+  }
+
+  async rmdir(...parts: string[]): Promise<void> {
+    const dir = this.p(...parts);
+    if (!this.real) {
+      for (const e of await fsp.readdir(dir, { withFileTypes: true }).catch(() => [])) {
+        if (e.isFile()) await fsp.unlink(path.join(dir, e.name));
+      }
+    }
+    await fsp.rmdir(dir).catch((e) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
+  }
+}
+
+function isConfigfsMount(root: string): boolean {
+  try {
+    return fs
+      .readFileSync('/proc/mounts', 'utf8')
+      .split('\n')
+      .some((l) => {
+        const [, mnt, type] = l.split(' ');
+        return type === 'configfs' && (root === mnt || root.startsWith(`${mnt}/`));
+      });
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,98 @@
+import { Logger } from '@nestjs/common';
+import { ProcessRunner } from '../../common/process-runner';
+import { Mutex } from '../../store/mutex';
+import { TargetBackend, TargetInfo } from './backend';
+
+/**
+ * stgt (tgtd, userspace) through tgtadm. Disk at LUN 1, CD as `--device-type cd` made read-only,
+ * ACL bound to ALL. tgtd keeps nothing across its own restarts: the LUN service rebuilds targets
+ * from DISK_DIR at start and on /luns/scan.
+ */
+export class StgtBackend implements TargetBackend {
+  readonly name = 'stgt' as const;
+  readonly transport = 'iscsi' as const;
+  readonly supportsCd = true;
+  readonly persistence = 'auto-scan on startup (tgtd keeps no state: targets rebuilt from DISK_DIR)';
+  private readonly log = new Logger('stgt');
+  /** tgtadm calls that allocate tids must not interleave. */
+  private readonly lock = new Mutex();
+
+  constructor(
+    private readonly proc: ProcessRunner,
+    private readonly controlPort: number,
+  ) {}
+
+  private tgtadm(...args: string[]) {
+    const base = this.controlPort ? ['-C', String(this.controlPort)] : [];
+    return this.proc.run('tgtadm', [...base, '--lld', 'iscsi', ...args]);
+  }
+
+  async start(): Promise<void> {
+    await this.list(); // fails early and clearly when tgtd is not running
+  }
+
+  async list(): Promise<TargetInfo[]> {
+    const { stdout } = await this.tgtadm('--mode', 'target', '--op', 'show');
+    return parseShow(stdout);
+  }
+
+  createDisk(name: string, backing: string): Promise<void> {
+    return this.create(name, backing, false);
+  }
+
+  createCd(name: string, backing: string): Promise<void> {
+    return this.create(name, backing, true);
+  }
+
+  private create(name: string, backing: string, cd: boolean): Promise<void> {
+    return this.lock.run(async () => {
+      const targets = await this.list();
+      if (targets.some((t) => t.name === name)) throw Object.assign(new Error(`iqn exists: ${name}`), { code: 'EEXIST' });
+      const tid = String(targets.reduce((m, t) => Math.max(m, t.tid ?? 0), 0) + 1);
+      await this.tgtadm('--mode', 'target', '--op', 'new', '--tid', tid, '--targetname', name);
+      try {
+        await this.tgtadm('--mode', 'logicalunit', '--op', 'new', '--tid', tid, '--lun', '1', '--backing-store', backing, ...(cd ? ['--device-type', 'cd'] : []));
+        if (cd) await this.tgtadm('--mode', 'logicalunit', '--op', 'update', '--tid', tid, '--lun', '1', '--params', 'readonly=1');
+        await this.tgtadm('--mode', 'target', '--op', 'bind', '--tid', tid, '--initiator-address', 'ALL');
+      } catch (e) {
+        // Leave no half-made target behind.
+        await this.tgtadm('--mode', 'target', '--op', 'delete', '--force', '--tid', tid).catch((err) => this.log.error(err));
+        throw e;
+      }
+    });
+  }
+
+  remove(name: string): Promise<boolean> {
+    return this.lock.run(async () => {
+      const t = (await this.list()).find((x) => x.name === name);
+      if (!t) return false;
+      await this.tgtadm('--mode', 'target', '--op', 'delete', '--force', '--tid', String(t.tid));
+      return true;
+    });
+  }
+}
+
+/** Parses `tgtadm --mode target --op show`. */
+export function parseShow(out: string): TargetInfo[] {
+  const targets: TargetInfo[] = [];
+  let cur: TargetInfo | null = null;
+  let lun = -1;
+  let type = '';
+  for (const line of out.split('\n')) {
+    let m = /^Target (\d+): (\S+)/.exec(line);
+    if (m) {
+      cur = { name: m[2], tid: Number(m[1]), backing: null, cd: false };
+      targets.push(cur);
+      lun = -1;
+      continue;
+    }
+    if (!cur) continue;
+    if ((m = /^\s+LUN: (\d+)/.exec(line))) lun = Number(m[1]);
+    else if ((m = /^\s+Type: (.+)$/.exec(line))) type = m[1].trim();
+    else if ((m = /^\s+Backing store path: (.+)$/.exec(line)) && lun > 0) {
+      cur.backing = m[1].trim() === 'None' ? null : m[1].trim();
+      cur.cd = type === 'cd/dvd';
+    }
+  }
+  return targets;
+}

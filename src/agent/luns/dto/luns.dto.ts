@@ -1,0 +1,113 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { ArrayMaxSize, IsArray, IsOptional, IsString, MaxLength } from 'class-validator';
+import { QueryBool } from '../../../common/validators';
+
+export class CreateDiskDto {
+  /** Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
+  @IsString()
+  @MaxLength(223)
+  iqn!: string;
+
+  /** Backing file name in DISK_DIR; default `<suffix>.img`. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(255)
+  filename?: string;
+
+  /** Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(255)
+  master?: string;
+
+  /** Empty sparse disk size such as 40G, 512M, 1T. Exclusive with master. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(32)
+  size?: string;
+
+  /** nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(64)
+  @IsString({ each: true })
+  @MaxLength(223, { each: true })
+  allowed_hosts?: string[];
+}
+
+export class CreateCdDto {
+  /** ISO file name in DISK_DIR. */
+  @IsString()
+  @MaxLength(255)
+  iso!: string;
+
+  /** Target IQN; default `<base_iqn>:<iso name>`. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(223)
+  iqn?: string;
+}
+
+export class DeleteLunQueryDto {
+  /** Target to delete. */
+  @IsString()
+  @MaxLength(223)
+  iqn!: string;
+
+  /** Also delete the backing file. */
+  @IsOptional()
+  @QueryBool()
+  delete_file?: boolean = false;
+}
+
+export class LunBackingDto {
+  /** Absolute path of the backing file. */
+  backing!: string | null;
+}
+
+export class TargetDto {
+  /** Target name (IQN, or NQN on nvmet). */
+  iqn!: string;
+  /** stgt target id. */
+  tid?: number;
+  /** A read-only CD (ISO) target. */
+  cd!: boolean;
+  luns!: LunBackingDto[];
+  /** nvmet: allowed host NQNs. */
+  allowed_hosts?: string[];
+}
+
+export class CreatedLunDto {
+  iqn!: string;
+  backing!: string;
+  @ApiProperty({ required: false })
+  cd?: boolean;
+}
+
+export class DeletedLunDto {
+  deleted!: string;
+  delete_file!: boolean;
+}
+
+export class ScanCreatedDto {
+  iqn!: string;
+  cd!: boolean;
+}
+
+export class ScanSkippedDto {
+  iqn!: string;
+  reason!: string;
+}
+
+export class ScanResultDto {
+  created!: ScanCreatedDto[];
+  skipped!: ScanSkippedDto[];
+}
+
+export class MasterDto {
+  name!: string;
+  /** Bytes. */
+  size!: number;
+  /** Unix seconds. */
+  mtime!: number;
+}

@@ -1,0 +1,58 @@
+import { Body, Controller, Delete, Get, HttpCode, Post, Query } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../../common/api-errors.decorator';
+import { MastersService } from '../images/masters.service';
+import { CreateCdDto, CreatedLunDto, CreateDiskDto, DeletedLunDto, DeleteLunQueryDto, MasterDto, ScanResultDto, TargetDto } from './dto/luns.dto';
+import { LunsService } from './luns.service';
+
+@ApiTags('luns')
+@Controller()
+export class LunsController {
+  constructor(
+    private readonly luns: LunsService,
+    private readonly masters: MastersService,
+  ) {}
+
+  /** Every target with its backing file (tid on stgt, allowed_hosts on nvmet). */
+  @ApiErrors()
+  @Get('luns')
+  list(): Promise<TargetDto[]> {
+    return this.luns.list();
+  }
+
+  /** Disk target from a master (reflink clone, else sparse copy) or empty (sparse) of `size`. */
+  @ApiErrors(400, [404, 'master not found'], [409, 'iqn exists / file exists'])
+  @Post('luns/disk')
+  createDisk(@Body() body: CreateDiskDto): Promise<CreatedLunDto> {
+    return this.luns.createDisk(body);
+  }
+
+  /** Read-only CD target of an ISO in DISK_DIR (backends with CD support only). */
+  @ApiErrors(400, [404, 'iso not found'], [409, 'iqn exists'])
+  @Post('luns/cd')
+  createCd(@Body() body: CreateCdDto): Promise<CreatedLunDto> {
+    return this.luns.createCd(body);
+  }
+
+  /** Deletes a target, and its backing file with delete_file=true. */
+  @ApiErrors(400, [404, 'iqn not found'])
+  @Delete('luns')
+  remove(@Query() q: DeleteLunQueryDto): Promise<DeletedLunDto> {
+    return this.luns.remove(q.iqn, q.delete_file ?? false);
+  }
+
+  /** Rebuilds missing targets from DISK_DIR (files are the truth). */
+  @ApiErrors()
+  @Post('luns/scan')
+  @HttpCode(200)
+  scan(): Promise<ScanResultDto> {
+    return this.luns.scan();
+  }
+
+  /** Master images (`_tpl_` files) from the background scan. */
+  @ApiErrors()
+  @Get('masters')
+  listMasters(): MasterDto[] {
+    return this.masters.list();
+  }
+}

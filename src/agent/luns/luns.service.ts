@@ -1,0 +1,182 @@
+import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { badRequest, conflict, notFound } from '../../common/api-error';
+import { AgentConfig } from '../agent-config';
+import { TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import { ImageFs } from '../images/image-fs';
+import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
+import type { CreateCdDto, CreatedLunDto, CreateDiskDto, DeletedLunDto, ScanResultDto, TargetDto } from './dto/luns.dto';
+import { TargetManifest } from './manifest';
+
+const HOST_NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$/;
+
+/** Targets and their backing files: the agent's data-plane management. */
+@Injectable()
+export class LunsService implements OnModuleInit {
+  private readonly log = new Logger('Luns');
+  /** Target names and file names being created right now: the loser of a race gets a 409. */
+  private readonly busy = new Set<string>();
+  readonly base: string;
+
+  constructor(
+    config: AgentConfig,
+    @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
+    private readonly images: ImageFs,
+    private readonly manifest: TargetManifest,
+  ) {
+    this.base = backend.transport === 'nvme-tcp' ? config.baseNqn : config.baseIqn;
+  }
+
+  async onModuleInit(): Promise<void> {
+    this.images.mkdirp();
+    await this.backend.start();
+    const r = await this.scan();
+    if (r.created.length) this.log.log(`rebuilt ${r.created.length} target(s) from ${this.images.dir}`);
+  }
+
+  async list(): Promise<TargetDto[]> {
+    return (await this.backend.list()).map((t) => ({
+      iqn: t.name,
+      ...(t.tid !== undefined ? { tid: t.tid } : {}),
+      cd: t.cd,
+      luns: [{ backing: t.backing }],
+      ...(t.allowed_hosts ? { allowed_hosts: t.allowed_hosts } : {}),
+    }));
+  }
+
+  async createDisk(dto: CreateDiskDto): Promise<CreatedLunDto> {
+    const suffix = checkTargetName('iqn', dto.iqn, this.base);
+    if ((dto.master === undefined) === (dto.size === undefined)) throw badRequest('exactly one of master or size is required');
+    const filename = dto.filename === undefined ? `${suffix}.img` : checkFileName('filename', dto.filename);
+    const size = dto.size === undefined ? 0 : parseSize('size', dto.size);
+    const master = dto.master === undefined ? undefined : checkFileName('master', dto.master);
+    if (master === filename) throw badRequest('filename: must differ from master');
+    const hosts = dto.allowed_hosts ?? [];
+    if (hosts.length && this.backend.name !== 'nvmet') throw badRequest(`allowed_hosts: only the nvmet backend has host NQNs`);
+    for (const h of hosts) if (!HOST_NQN.test(h)) throw badRequest(`allowed_hosts: not a host NQN: ${JSON.stringify(h)}`);
+    if (master && !(await this.images.statInside(master))) throw notFound(`master not found: ${master}`);
+    return this.claim([dto.iqn, `file:${filename}`], async () => {
+      if (await this.images.exists(filename)) throw conflict(`file exists: ${filename}`);
+      try {
+        if (master) await this.clone(master, filename);
+        else await this.images.createSparse(filename, size);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw conflict(`file exists: ${filename}`);
+        throw e;
+      }
+      const backing = this.images.pathOf(filename);
+      try {
+        await this.backend.createDisk(dto.iqn, backing, { allowedHosts: hosts });
+        await this.manifest.set(dto.iqn, { file: filename, cd: false, ...(hosts.length ? { allowed_hosts: hosts } : {}) });
+      } catch (e) {
+        // A create that fails half-way removes what it made.
+        await this.backend.remove(dto.iqn).catch(() => false);
+        await this.images.remove(filename);
+        throw this.mapBackendError(e);
+      }
+      return { iqn: dto.iqn, backing };
+    });
+  }
+
+  async createCd(dto: CreateCdDto): Promise<CreatedLunDto> {
+    if (!this.backend.supportsCd) throw badRequest(`the ${this.backend.name} backend has no CD (ISO) support`);
+    const iso = checkFileName('iso', dto.iso);
+    const iqn = dto.iqn ?? `${this.base}:${isoSuffix(iso)}`;
+    checkTargetName('iqn', iqn, this.base);
+    if (!(await this.images.statInside(iso))) throw notFound(`iso not found: ${iso}`);
+    return this.claim([iqn], async () => {
+      const backing = this.images.pathOf(iso);
+      try {
+        await this.backend.createCd(iqn, backing);
+        await this.manifest.set(iqn, { file: iso, cd: true });
+      } catch (e) {
+        throw this.mapBackendError(e);
+      }
+      return { iqn, backing, cd: true };
+    });
+  }
+
+  async remove(iqn: string, deleteFile: boolean): Promise<DeletedLunDto> {
+    checkTargetName('iqn', iqn, this.base);
+    return this.claim([iqn], async () => {
+      const t = (await this.backend.list()).find((x) => x.name === iqn);
+      if (!t || !(await this.backend.remove(iqn))) throw notFound(`iqn not found: ${iqn}`);
+      const file = this.manifest.get(iqn)?.file ?? (t.backing && t.backing.startsWith(`${this.images.dir}/`) ? t.backing.slice(this.images.dir.length + 1) : null);
+      await this.manifest.set(iqn, undefined);
+      if (deleteFile && file) await this.images.remove(file);
+      return { deleted: iqn, delete_file: deleteFile };
+    });
+  }
+
+  /**
+   * Files are the truth: every manifest entry whose file exists, every `<name>.img` (not a master)
+   * and, with CD support, every ISO gets its target back if the backend lost it.
+   */
+  async scan(): Promise<ScanResultDto> {
+    const out: ScanResultDto = { created: [], skipped: [] };
+    const existing = new Set((await this.backend.list()).map((t) => t.name));
+    const wanted = new Map<string, { file: string; cd: boolean; allowed_hosts?: string[] }>(this.manifest.all());
+    const claimedFiles = new Set([...wanted.values()].map((e) => e.file));
+    for (const f of await this.images.list()) {
+      if (f.startsWith('.') || f.includes('_tpl_') || claimedFiles.has(f)) continue;
+      let name: string | null = null;
+      let cd = false;
+      if (f.endsWith('.img') && TARGET_SUFFIX.test(f.slice(0, -4))) name = `${this.base}:${f.slice(0, -4)}`;
+      else if (f.toLowerCase().endsWith('.iso') && this.backend.supportsCd && isoSuffix(f)) {
+        name = `${this.base}:${isoSuffix(f)}`;
+        cd = true;
+      }
+      if (name && !wanted.has(name)) wanted.set(name, { file: f, cd });
+    }
+    for (const [name, e] of wanted) {
+      if (existing.has(name)) {
+        out.skipped.push({ iqn: name, reason: 'exists' });
+        continue;
+      }
+      if (!(await this.images.statInside(e.file))) {
+        out.skipped.push({ iqn: name, reason: `backing file missing: ${e.file}` });
+        continue;
+      }
+      try {
+        const backing = this.images.pathOf(e.file);
+        if (e.cd) await this.backend.createCd(name, backing);
+        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts });
+        if (!this.manifest.get(name)) await this.manifest.set(name, e);
+        out.created.push({ iqn: name, cd: e.cd });
+      } catch (err) {
+        out.skipped.push({ iqn: name, reason: (err as Error).message });
+      }
+    }
+    return out;
+  }
+
+  /** Reflink when the filesystem can, else a copy that keeps holes. */
+  private async clone(master: string, filename: string): Promise<void> {
+    try {
+      await this.images.reflink(master, filename);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') throw e;
+      await this.images.remove(filename).catch(() => undefined);
+      await this.images.sparseCopy(master, filename);
+    }
+  }
+
+  private async claim<R>(keys: string[], fn: () => Promise<R>): Promise<R> {
+    for (const k of keys) {
+      if (this.busy.has(k)) throw conflict(k.startsWith('file:') ? `file exists: ${k.slice(5)}` : `iqn exists: ${k}`);
+    }
+    keys.forEach((k) => this.busy.add(k));
+    try {
+      return await fn();
+    } finally {
+      keys.forEach((k) => this.busy.delete(k));
+    }
+  }
+
+  private mapBackendError(e: unknown): Error {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return conflict((e as Error).message);
+    if (code === 'ENOHOST') return badRequest((e as Error).message);
+    return e as Error;
+  }
+}

@@ -1,0 +1,56 @@
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import * as path from 'node:path';
+import { FileSystem } from '../../store/file-system';
+import { LedgerFileError } from '../../store/ledger-map';
+import { AgentConfig } from '../agent-config';
+
+export interface ManifestEntry {
+  /** Backing file name in DISK_DIR. */
+  file: string;
+  cd: boolean;
+  allowed_hosts?: string[];
+}
+
+/**
+ * The targets this agent made (name -> backing file): lets a restarted tgtd get back targets
+ * whose name does not follow from their file (custom filename, per-worker CD of a shared ISO).
+ * The files stay the truth: an entry whose file is gone is not rebuilt.
+ */
+@Injectable()
+export class TargetManifest implements OnModuleInit {
+  private readonly file: string;
+  private entries = new Map<string, ManifestEntry>();
+
+  constructor(
+    config: AgentConfig,
+    private readonly fs: FileSystem,
+  ) {
+    this.file = path.join(config.stateDir, 'targets.json');
+    fs.mkdirpSync(config.stateDir);
+  }
+
+  onModuleInit(): void {
+    const text = this.fs.readTextSync(this.file);
+    if (!text) return;
+    try {
+      const obj = JSON.parse(text) as { targets?: Record<string, ManifestEntry> };
+      this.entries = new Map(Object.entries(obj.targets ?? {}));
+    } catch (e) {
+      throw new LedgerFileError(this.file, 1, `invalid JSON: ${(e as Error).message}`);
+    }
+  }
+
+  all(): [string, ManifestEntry][] {
+    return [...this.entries];
+  }
+
+  get(name: string): ManifestEntry | undefined {
+    return this.entries.get(name);
+  }
+
+  async set(name: string, e: ManifestEntry | undefined): Promise<void> {
+    if (e) this.entries.set(name, e);
+    else this.entries.delete(name);
+    await this.fs.writeAtomic(this.file, JSON.stringify({ targets: Object.fromEntries(this.entries) }, null, 2) + '\n');
+  }
+}

@@ -1,0 +1,98 @@
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { createHash } from 'node:crypto';
+import * as path from 'node:path';
+import { badRequest, notFound } from '../../common/api-error';
+import { FileSystem } from '../../store/file-system';
+import { LedgerFileError } from '../../store/ledger-map';
+import { AgentConfig } from '../agent-config';
+import { HostCredentials, TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import type { NvmeHostDto, PutNvmeHostDto } from './dto/nvme-host.dto';
+import { dhchapKeyError, tlsPskError } from './keys';
+
+const HOST_NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$/;
+const short = (s: string | undefined) => (s ? createHash('sha256').update(s).digest('hex').slice(0, 12) : null);
+
+/**
+ * Per-host NVMe credentials pushed by the control plane. Kept in a 0600 state file (so a restart
+ * or a rebuilt configfs gets them back) and written to nvmet's hosts/<hostnqn>. Never echoed.
+ */
+@Injectable()
+export class NvmeHostsService implements OnModuleInit {
+  private readonly file: string;
+  private hosts = new Map<string, HostCredentials>();
+
+  constructor(
+    config: AgentConfig,
+    private readonly fs: FileSystem,
+    @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
+  ) {
+    this.file = path.join(config.stateDir, 'nvme-hosts.json');
+  }
+
+  async onModuleInit(): Promise<void> {
+    const text = this.fs.readTextSync(this.file);
+    if (!text) return;
+    try {
+      this.hosts = new Map(Object.entries(JSON.parse(text) as Record<string, HostCredentials>));
+    } catch (e) {
+      throw new LedgerFileError(this.file, 1, `invalid JSON: ${(e as Error).message}`);
+    }
+    if (this.backend.putHost) for (const [nqn, c] of this.hosts) await this.backend.putHost(nqn, c);
+  }
+
+  list(): NvmeHostDto[] {
+    return [...this.hosts].map(([hostnqn, c]) => ({
+      hostnqn,
+      dhchap_hash: c.dhchap_hash,
+      dhchap_dhgroup: c.dhchap_dhgroup,
+      dhchap_key_sha256: short(c.dhchap_key)!,
+      dhchap_ctrl_key_sha256: short(c.dhchap_ctrl_key),
+      tls_psk_sha256: short(c.tls_psk),
+    }));
+  }
+
+  async put(hostnqn: string, dto: PutNvmeHostDto): Promise<NvmeHostDto> {
+    this.checkNvmet();
+    this.checkNqn(hostnqn);
+    for (const [field, err] of [
+      ['dhchap_key', dhchapKeyError(dto.dhchap_key)],
+      ['dhchap_ctrl_key', dto.dhchap_ctrl_key === undefined ? null : dhchapKeyError(dto.dhchap_ctrl_key)],
+      ['tls_psk', dto.tls_psk === undefined ? null : tlsPskError(dto.tls_psk)],
+    ] as const) {
+      if (err) throw badRequest(`${field}: ${err}`);
+    }
+    const creds: HostCredentials = {
+      dhchap_key: dto.dhchap_key,
+      dhchap_hash: dto.dhchap_hash,
+      dhchap_dhgroup: dto.dhchap_dhgroup,
+      ...(dto.dhchap_ctrl_key ? { dhchap_ctrl_key: dto.dhchap_ctrl_key } : {}),
+      ...(dto.tls_psk ? { tls_psk: dto.tls_psk } : {}),
+    };
+    await this.backend.putHost!(hostnqn, creds);
+    this.hosts.set(hostnqn, creds);
+    await this.save();
+    return this.list().find((h) => h.hostnqn === hostnqn)!;
+  }
+
+  async remove(hostnqn: string): Promise<{ deleted: string }> {
+    this.checkNvmet();
+    this.checkNqn(hostnqn);
+    if (!this.hosts.has(hostnqn)) throw notFound(`host not found: ${hostnqn}`);
+    await this.backend.removeHost!(hostnqn);
+    this.hosts.delete(hostnqn);
+    await this.save();
+    return { deleted: hostnqn };
+  }
+
+  private async save(): Promise<void> {
+    await this.fs.writeAtomic(this.file, JSON.stringify(Object.fromEntries(this.hosts), null, 2) + '\n', 0o600);
+  }
+
+  private checkNvmet(): void {
+    if (!this.backend.putHost) throw badRequest(`the ${this.backend.name} backend has no NVMe hosts`);
+  }
+
+  private checkNqn(hostnqn: string): void {
+    if (!HOST_NQN.test(hostnqn) || hostnqn.length > 223) throw badRequest(`hostnqn: not a host NQN: ${JSON.stringify(hostnqn)}`);
+  }
+}

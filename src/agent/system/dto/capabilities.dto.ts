@@ -1,0 +1,25 @@
+import { ApiProperty } from '@nestjs/swagger';
+
+export class CapabilitiesDto {
+  @ApiProperty({ enum: ['stgt', 'lio', 'nvmet'] })
+  backend!: string;
+  /** Filesystem of DISK_DIR (btrfs, xfs, ext4, tmpfs, zfs, ...). */
+  fs_type!: string;
+  /** CD (ISO) targets supported. */
+  cd!: boolean;
+  /** How targets survive restarts. */
+  persistent!: string;
+  /** IQN prefix of every target (iSCSI backends); null on nvmet. */
+  base_iqn!: string | null;
+  /** NQN prefix of every subsystem (nvmet); null on iSCSI backends. */
+  base_nqn!: string | null;
+  /** Clone method actually available on DISK_DIR, probed at start. */
+  clone!: string;
+  empty_disk!: string;
+  @ApiProperty({ enum: ['iscsi', 'nvme-tcp'] })
+  transport!: string;
+}
+
+export class AgentHealthDto {
+  status!: string;
+}

@@ -1,0 +1,39 @@
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { AgentConfig } from '../agent-config';
+import { TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import { ImageFs } from '../images/image-fs';
+import type { CapabilitiesDto } from './dto/capabilities.dto';
+
+/** Honest capabilities: the reflink probe and the filesystem type are measured at start. */
+@Injectable()
+export class SystemService implements OnModuleInit {
+  private caps!: CapabilitiesDto;
+
+  constructor(
+    private readonly config: AgentConfig,
+    @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
+    private readonly images: ImageFs,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    this.images.mkdirp();
+    const fsType = await this.images.fsType();
+    const reflink = await this.images.probeReflink();
+    const nvme = this.backend.transport === 'nvme-tcp';
+    this.caps = {
+      backend: this.backend.name,
+      fs_type: fsType,
+      cd: this.backend.supportsCd,
+      persistent: this.backend.persistence,
+      base_iqn: nvme ? null : this.config.baseIqn,
+      base_nqn: nvme ? this.config.baseNqn : null,
+      clone: reflink ? 'reflink (FICLONE)' : `sparse copy (no reflink on ${fsType})`,
+      empty_disk: 'truncate (sparse)',
+      transport: this.backend.transport,
+    };
+  }
+
+  capabilities(): CapabilitiesDto {
+    return this.caps;
+  }
+}
