@@ -25,8 +25,11 @@ export function parseSize(field: string, raw: unknown): number {
   return bytes;
 }
 
-/** The part after `<base>:`: what names the target and, by default, its file. */
-export const TARGET_SUFFIX = /^[a-z0-9][a-z0-9._-]{0,200}$/;
+/**
+ * The part after `<base>:`: what names the target and, by default, its file. iSCSI names allow
+ * only lower-case letters, digits, '.', '-' (and ':'); tgtd rejects anything else, '_' included.
+ */
+export const TARGET_SUFFIX = /^[a-z0-9][a-z0-9.-]{0,200}$/;
 
 /** Checks that an IQN/NQN is `<base>:<suffix>` and returns the suffix. */
 export function checkTargetName(field: string, name: unknown, base: string): string {
@@ -36,12 +39,12 @@ export function checkTargetName(field: string, name: unknown, base: string): str
   }
   const suffix = name.slice(base.length + 1);
   if (!TARGET_SUFFIX.test(suffix) || suffix.includes('..')) {
-    throw badRequest(`${field}: the part after ${base}: must be lower-case letters, digits, '.', '_' or '-', got ${JSON.stringify(suffix)}`);
+    throw badRequest(`${field}: the part after ${base}: must be lower-case letters, digits, '.' or '-', got ${JSON.stringify(suffix)}`);
   }
   return suffix;
 }
 
 /** Default target suffix of an ISO (CD): its name lower-cased, other characters as '-'. */
 export function isoSuffix(iso: string): string {
-  return iso.toLowerCase().replace(/[^a-z0-9._-]/g, '-').replace(/^[^a-z0-9]+/, '');
+  return iso.toLowerCase().replace(/[^a-z0-9.-]/g, '-').replace(/^[^a-z0-9]+/, '');
 }

@@ -1,0 +1,173 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makeFile, startAgent, TestAgent, Tgtd } from '../helpers/agent';
+
+const BASE = 'iqn.2026-07.com.controller';
+const CONTROL = 3000 + (process.pid % 1000);
+const PORTAL = 13000 + (process.pid % 1000);
+
+describe('storage agent on a real tgtd (stgt backend)', () => {
+  const tgtd = new Tgtd(CONTROL, PORTAL);
+  let a: TestAgent;
+  const env = { IPXE_AGENT_BACKEND: 'stgt', IPXE_AGENT_TGT_CONTROL_PORT: String(CONTROL), IPXE_AGENT_TOKEN: 'agent-token', IPXE_AGENT_MASTER_SCAN_SECONDS: '1' };
+  const masterData = Buffer.from('KURRENT-MASTER-MBR'.padEnd(512, '.'));
+
+  beforeAll(async () => {
+    await tgtd.start();
+  });
+  afterAll(() => tgtd.stop());
+  beforeEach(async () => {
+    a = await startAgent(env);
+    makeFile(path.join(a.diskDir, '_tpl_ubuntu_2204.img'), 64 << 20, [{ offset: 0, bytes: masterData }, { offset: 32 << 20, bytes: masterData }]);
+    makeFile(path.join(a.diskDir, 'Win11_24H2.iso'), 8 << 20, [{ offset: 0, bytes: Buffer.from('CD001') }]);
+  });
+  afterEach(async () => {
+    for (const t of (await a.req('GET', '/luns')).body ?? []) await a.req('DELETE', `/luns?iqn=${t.iqn}`);
+    await a.close();
+  });
+
+  it('reports honest capabilities, needs the token except on healthz', async () => {
+    const caps = (await a.req('GET', '/capabilities')).body;
+    expect(caps).toMatchObject({ backend: 'stgt', cd: true, base_iqn: BASE, transport: 'iscsi', empty_disk: 'truncate (sparse)' });
+    expect(caps.clone).toMatch(caps.fs_type === 'btrfs' || caps.fs_type === 'xfs' ? /reflink/ : /sparse copy/);
+    expect((await a.req('GET', '/healthz', undefined, { authorization: '' })).status).toBe(200);
+    expect((await a.req('GET', '/luns', undefined, { authorization: 'Bearer nope' })).status).toBe(401);
+  });
+
+  it('creates a disk from a master, an empty disk and a CD, visible in tgtd itself', async () => {
+    await new Promise((r) => setTimeout(r, 10));
+    const d = await a.req('POST', '/luns/disk', { iqn: `${BASE}:worker-01.ubuntu`, master: '_tpl_ubuntu_2204.img' });
+    expect(d.status).toBe(201);
+    expect(d.body).toEqual({ iqn: `${BASE}:worker-01.ubuntu`, backing: path.join(a.diskDir, 'worker-01.ubuntu.img') });
+    const clone = fs.readFileSync(d.body.backing);
+    expect(clone.equals(fs.readFileSync(path.join(a.diskDir, '_tpl_ubuntu_2204.img')))).toBe(true);
+    expect(fs.statSync(d.body.backing).blocks * 512).toBeLessThan(4 << 20); // holes kept
+
+    const e = await a.req('POST', '/luns/disk', { iqn: `${BASE}:worker-02.debian`, filename: 'custom-02.img', size: '40G' });
+    expect(e.status).toBe(201);
+    const st = fs.statSync(path.join(a.diskDir, 'custom-02.img'));
+    expect(st.size).toBe(40 * 2 ** 30);
+    expect(st.blocks).toBe(0);
+
+    const cd = await a.req('POST', '/luns/cd', { iso: 'Win11_24H2.iso', iqn: `${BASE}:worker-01.windows.iso` });
+    expect(cd.status).toBe(201);
+    const auto = await a.req('POST', '/luns/cd', { iso: 'Win11_24H2.iso' });
+    expect(auto.body.message).toBeUndefined();
+    expect(auto.body.iqn).toBe(`${BASE}:win11-24h2.iso`);
+
+    const show = tgtd.show();
+    expect(show).toContain(`${BASE}:worker-01.ubuntu`);
+    expect(show).toContain(path.join(a.diskDir, 'custom-02.img'));
+    const cdBlock = show.slice(show.indexOf(`${BASE}:worker-01.windows.iso`));
+    expect(cdBlock).toMatch(/Type: cd\/dvd[\s\S]*Readonly: Yes[\s\S]*ACL information:\s+ALL/);
+
+    const list = (await a.req('GET', '/luns')).body;
+    expect(list.map((t: any) => [t.iqn, t.cd, t.luns[0].backing])).toEqual(
+      expect.arrayContaining([
+        [`${BASE}:worker-01.ubuntu`, false, path.join(a.diskDir, 'worker-01.ubuntu.img')],
+        [`${BASE}:worker-02.debian`, false, path.join(a.diskDir, 'custom-02.img')],
+        [`${BASE}:worker-01.windows.iso`, true, path.join(a.diskDir, 'Win11_24H2.iso')],
+      ]),
+    );
+    expect(list.every((t: any) => Number.isInteger(t.tid))).toBe(true);
+    // The master appeared after the agent started: the background scan (1 s here) finds it.
+    let masters: unknown[] = [];
+    for (let i = 0; i < 40 && masters.length === 0; i++) {
+      masters = (await a.req('GET', '/masters')).body;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(masters).toEqual([{ name: '_tpl_ubuntu_2204.img', size: 64 << 20, mtime: expect.any(Number) }]);
+  });
+
+  it('409 for an existing iqn or file; concurrent creates of one IQN: exactly one wins', async () => {
+    const body = { iqn: `${BASE}:w1.ubuntu`, size: '1G' };
+    const results = await Promise.all(Array.from({ length: 5 }, () => a.req('POST', '/luns/disk', body)));
+    expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409]);
+    expect((await a.req('POST', '/luns/disk', body)).body.message).toMatch(/exists/);
+    const other = await a.req('POST', '/luns/disk', { iqn: `${BASE}:w9.ubuntu`, filename: 'w1.ubuntu.img', size: '1G' });
+    expect([other.status, other.body.message]).toEqual([409, 'file exists: w1.ubuntu.img']);
+    expect(tgtd.show().match(/w1\.ubuntu/g)).toHaveLength(2); // target name + backing path, once
+  });
+
+  it('deletes with and without the file; 404 iqn not found', async () => {
+    await a.req('POST', '/luns/disk', { iqn: `${BASE}:w1.ubuntu`, size: '1G' });
+    await a.req('POST', '/luns/disk', { iqn: `${BASE}:w2.ubuntu`, size: '1G' });
+    expect((await a.req('DELETE', `/luns?iqn=${BASE}:w1.ubuntu`)).body).toEqual({ deleted: `${BASE}:w1.ubuntu`, delete_file: false });
+    expect(fs.existsSync(path.join(a.diskDir, 'w1.ubuntu.img'))).toBe(true);
+    expect((await a.req('DELETE', `/luns?iqn=${BASE}:w2.ubuntu&delete_file=true`)).body.delete_file).toBe(true);
+    expect(fs.existsSync(path.join(a.diskDir, 'w2.ubuntu.img'))).toBe(false);
+    expect(tgtd.show()).not.toContain('w2.ubuntu');
+    const nf = await a.req('DELETE', `/luns?iqn=${BASE}:w2.ubuntu`);
+    expect([nf.status, nf.body.message]).toEqual([404, `iqn not found: ${BASE}:w2.ubuntu`]);
+  });
+
+  it('rejects traversal, bad sizes and bad IQNs with nothing written', async () => {
+    fs.symlinkSync('/etc/hostname', path.join(a.diskDir, '_tpl_escape.img'));
+    const before = fs.readdirSync(a.diskDir).sort();
+    const showBefore = tgtd.show();
+    const bad: [string, unknown, number, RegExp][] = [
+      ['/luns/disk', { iqn: `${BASE}:x`, filename: '../x.img', size: '1G' }, 400, /filename/],
+      ['/luns/disk', { iqn: `${BASE}:x`, filename: '/etc/x.img', size: '1G' }, 400, /filename/],
+      ['/luns/disk', { iqn: `${BASE}:x`, filename: 'a/b.img', size: '1G' }, 400, /filename/],
+      ['/luns/disk', { iqn: `${BASE}:x`, filename: '.hidden.img', size: '1G' }, 400, /filename/],
+      ['/luns/disk', { iqn: `${BASE}:x`, filename: 'nul\u0000.img', size: '1G' }, 400, /filename/],
+      ['/luns/disk', { iqn: `${BASE}:x`, master: '../../etc/passwd' }, 400, /master/],
+      ['/luns/disk', { iqn: `${BASE}:x`, master: '_tpl_escape.img' }, 404, /master not found/],
+      ['/luns/disk', { iqn: `${BASE}:x`, master: '_tpl_missing.img' }, 404, /master not found/],
+      ['/luns/disk', { iqn: `${BASE}:x`, master: '_tpl_ubuntu_2204.img', size: '1G' }, 400, /exactly one/],
+      ['/luns/disk', { iqn: `${BASE}:x` }, 400, /exactly one/],
+      ...['40X', '-1G', '0', '1', '100T', 'abc', '1.5G', ''].map((size) => ['/luns/disk', { iqn: `${BASE}:x`, size }, 400, /size/] as [string, unknown, number, RegExp]),
+      ['/luns/disk', { iqn: 'iqn.2026-07.com.other:x', size: '1G' }, 400, /^iqn base mismatch: /],
+      ['/luns/disk', { iqn: `${BASE}:Upper`, size: '1G' }, 400, /iqn/],
+      ['/luns/disk', { iqn: `${BASE}:a..b`, size: '1G' }, 400, /iqn/],
+      ['/luns/disk', { iqn: `${BASE}:lab_pc.ubuntu`, size: '1G' }, 400, /iqn/],
+      ['/luns/disk', { iqn: `${BASE}:x/../y`, size: '1G' }, 400, /iqn/],
+      ['/luns/disk', { iqn: `${BASE}:x`, size: '1G', allowed_hosts: ['nqn.2014-08.org.nvmexpress:uuid:1'] }, 400, /allowed_hosts/],
+      ['/luns/disk', { iqn: 42, size: '1G' }, 400, /iqn/],
+      ['/luns/cd', { iso: '../Win11_24H2.iso' }, 400, /iso/],
+      ['/luns/cd', { iso: 'missing.iso' }, 404, /iso not found/],
+    ];
+    for (const [url, body, status, msg] of bad) {
+      const r = await a.req('POST', url, body);
+      expect([JSON.stringify(body), r.status]).toEqual([JSON.stringify(body), status]);
+      expect(r.body.message).toMatch(msg);
+    }
+    expect((await a.req('DELETE', `/luns?iqn=iqn.2026-07.com.other:x`)).status).toBe(400);
+    expect(fs.readdirSync(a.diskDir).sort()).toEqual(before);
+    expect(tgtd.show()).toBe(showBefore);
+  });
+
+  it('rebuilds targets after a tgtd restart (scan), and loses nothing over an agent restart', async () => {
+    await a.req('POST', '/luns/disk', { iqn: `${BASE}:w1.ubuntu`, master: '_tpl_ubuntu_2204.img' });
+    await a.req('POST', '/luns/disk', { iqn: `${BASE}:w2.debian`, filename: 'odd-name.img', size: '1G' });
+    await a.req('POST', '/luns/cd', { iso: 'Win11_24H2.iso', iqn: `${BASE}:w1.windows.iso` });
+    makeFile(path.join(a.diskDir, 'dropped-in.img'), 1 << 20); // a file someone copied in by hand
+    const before = (await a.req('GET', '/luns')).body.map((t: any) => [t.iqn, t.cd, t.luns[0].backing]);
+
+    // Agent restart: tgtd still has everything; the start-up scan only adds the dropped-in file.
+    await a.close();
+    a = await startAgent(env, a.dir);
+    const afterRestart = (await a.req('GET', '/luns')).body.map((t: any) => [t.iqn, t.cd, t.luns[0].backing]);
+    expect(afterRestart).toEqual(expect.arrayContaining(before));
+    expect(afterRestart.map((t: string[]) => t[0])).toContain(`${BASE}:dropped-in`);
+
+    // tgtd restart: every target is gone until the scan.
+    await tgtd.stop();
+    await tgtd.start();
+    expect((await a.req('GET', '/luns')).body).toEqual([]);
+    const scan = await a.req('POST', '/luns/scan');
+    expect(scan.status).toBe(200);
+    expect(scan.body.created).toEqual(
+      expect.arrayContaining([
+        { iqn: `${BASE}:w1.ubuntu`, cd: false },
+        { iqn: `${BASE}:w2.debian`, cd: false },
+        { iqn: `${BASE}:w1.windows.iso`, cd: true },
+        { iqn: `${BASE}:dropped-in`, cd: false },
+      ]),
+    );
+    expect(scan.body.created.map((c: any) => c.iqn)).not.toContain(`${BASE}:_tpl_ubuntu_2204`);
+    const rebuilt = (await a.req('GET', '/luns')).body.map((t: any) => [t.iqn, t.cd, t.luns[0].backing]);
+    expect(rebuilt.sort()).toEqual(afterRestart.sort());
+    expect((await a.req('POST', '/luns/scan')).body.created).toEqual([]);
+  });
+});

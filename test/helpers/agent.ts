@@ -1,0 +1,107 @@
+import { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { loadAgentConfig } from '../../src/agent/agent-config';
+import { createAgentApp } from '../../src/agent/agent.factory';
+import { Res, tempDir } from './app';
+
+export interface TestAgent {
+  app: NestFastifyApplication;
+  dir: string;
+  diskDir: string;
+  env: Record<string, string>;
+  req: (method: string, url: string, body?: unknown, headers?: Record<string, string>) => Promise<Res>;
+  close: () => Promise<void>;
+}
+
+/** The storage agent on a temp DISK_DIR/state dir, spoken to through HTTP injection. */
+export async function startAgent(env: Record<string, string>, dir = tempDir('kurrent-agent-')): Promise<TestAgent> {
+  const fullEnv: Record<string, string> = {
+    DISK_DIR: path.join(dir, 'images'),
+    IPXE_AGENT_STATE_DIR: path.join(dir, 'state'),
+    IPXE_AGENT_LOG_LEVEL: 'silent',
+    ...env,
+  };
+  const app = await createAgentApp(loadAgentConfig(fullEnv), { quiet: true });
+  await app.init();
+  const fastify = app.getHttpAdapter().getInstance();
+  await fastify.ready();
+  const req = async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> => {
+    const r = await fastify.inject({
+      method: method as 'GET',
+      url,
+      headers: {
+        ...(fullEnv.IPXE_AGENT_TOKEN ? { authorization: `Bearer ${fullEnv.IPXE_AGENT_TOKEN}` } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      payload: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let parsed: unknown;
+    try {
+      parsed = r.body ? JSON.parse(r.body) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: r.statusCode, body: parsed, text: r.body, headers: r.headers as Record<string, unknown> };
+  };
+  return { app, dir, diskDir: fullEnv.DISK_DIR, env: fullEnv, req, close: () => app.close() };
+}
+
+/** A real tgtd (Debian `tgt`, userspace) on its own management port and loopback portal. */
+export class Tgtd {
+  proc: ChildProcess | null = null;
+  constructor(
+    readonly controlPort: number,
+    readonly portalPort: number,
+  ) {}
+
+  async start(): Promise<void> {
+    this.proc = spawn('tgtd', ['-f', '-C', String(this.controlPort), '--iscsi', `portal=127.0.0.1:${this.portalPort}`], { stdio: 'ignore' });
+    for (let i = 0; i < 100; i++) {
+      try {
+        this.show();
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    throw new Error('tgtd did not start');
+  }
+
+  show(): string {
+    return execFileSync('tgtadm', ['-C', String(this.controlPort), '--lld', 'iscsi', '--mode', 'target', '--op', 'show'], { encoding: 'utf8', stdio: 'pipe' });
+  }
+
+  async stop(): Promise<void> {
+    const p = this.proc;
+    if (!p || p.exitCode !== null) return;
+    // tgtd refuses a plain stop while targets exist; the agent must cope with a lost tgtd.
+    await new Promise<void>((resolve) => {
+      p.once('exit', () => resolve());
+      p.kill('SIGKILL');
+    });
+  }
+}
+
+export function makeFile(file: string, size: number, data?: { offset: number; bytes: Buffer }[]): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const fd = fs.openSync(file, 'w');
+  fs.ftruncateSync(fd, size);
+  for (const d of data ?? []) fs.writeSync(fd, d.bytes, 0, d.bytes.length, d.offset);
+  fs.closeSync(fd);
+}
+
+export function listTree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      out.push(path.relative(dir, p) + (e.isSymbolicLink() ? ` -> ${fs.readlinkSync(p)}` : e.isDirectory() ? '/' : `=${fs.readFileSync(p, 'utf8').trim()}`));
+      if (e.isDirectory()) walk(p);
+    }
+  };
+  if (fs.existsSync(dir)) walk(dir);
+  return out.sort();
+}
