@@ -4,7 +4,7 @@ const swaggerPlugin = { path: '<rootDir>/test/swagger-plugin.transformer.js' };
 const transform = {
   '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: false, astTransformers: { before: [swaggerPlugin] } }],
 };
-const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'], rootDir: __dirname };
+const base = { testEnvironment: 'node', testTimeout: 120_000, transform, moduleFileExtensions: ['ts', 'js', 'json'], rootDir: __dirname };
 
 module.exports = {
   projects: [

@@ -12,6 +12,8 @@ export class ConfigFs {
 
   constructor(readonly root: string) {
     this.real = isConfigfsMount(root);
+    // A test root stands in for the mounted subsystem directory, which always exists.
+    if (!this.real) fs.mkdirSync(root, { recursive: true });
   }
 
   p(...parts: string[]): string {
@@ -26,6 +28,8 @@ export class ConfigFs {
   }
 
   async write(value: string, ...parts: string[]): Promise<void> {
+    // On real configfs attribute groups (attrib/, ...) exist once their parent does.
+    if (!this.real) await fsp.mkdir(path.dirname(this.p(...parts)), { recursive: true });
     await fsp.writeFile(this.p(...parts), value.endsWith('\n') ? value : `${value}\n`);
   }
 

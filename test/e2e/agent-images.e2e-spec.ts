@@ -1,0 +1,84 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makeFile, startAgent, TestAgent } from '../helpers/agent';
+import { tempDir } from '../helpers/app';
+
+const NQN = 'nqn.2026-07.com.controller';
+const usedBytes = (dir: string) => {
+  const s = fs.statfsSync(dir);
+  return (s.blocks - s.bfree) * s.bsize;
+};
+const sha = (f: string) => createHash('sha256').update(fs.readFileSync(f)).digest('hex');
+
+describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
+  let a: TestAgent | undefined;
+  afterEach(async () => {
+    await a?.close();
+    a = undefined;
+  });
+
+  describe('on a loop-mounted btrfs', () => {
+    const dir = tempDir('kurrent-btrfs-');
+    const img = path.join(dir, 'btrfs.img');
+    const mnt = path.join(dir, 'mnt');
+    beforeAll(() => {
+      makeFile(img, 2 * 2 ** 30);
+      execFileSync('mkfs.btrfs', ['-q', '-f', img]);
+      fs.mkdirSync(mnt);
+      execFileSync('mount', ['-o', 'loop', img, mnt]);
+    });
+    afterAll(() => {
+      execFileSync('umount', [mnt]);
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('clones a 1 GiB master without growing used space, and says so in capabilities', async () => {
+      const disks = path.join(mnt, 'images');
+      fs.mkdirSync(disks);
+      // 1 GiB of real (non-zero) data, so a copy would have to allocate it all.
+      const fd = fs.openSync(path.join(disks, '_tpl_big.img'), 'w');
+      const block = Buffer.alloc(16 << 20, 0xab);
+      for (let i = 0; i < 64; i++) {
+        block.writeUInt32LE(i, 0);
+        fs.writeSync(fd, block);
+      }
+      fs.fsyncSync(fd);
+      fs.closeSync(fd);
+      execFileSync('sync');
+      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'nvmet'), DISK_DIR: disks }, tempDir());
+      expect((await a.req('GET', '/capabilities')).body).toMatchObject({ fs_type: 'btrfs', clone: 'reflink (FICLONE)' });
+      const before = usedBytes(mnt);
+      const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w1.abcdefabcdef`, master: '_tpl_big.img' });
+      expect(r.status).toBe(201);
+      execFileSync('sync');
+      const grown = usedBytes(mnt) - before;
+      expect(grown).toBeLessThan(16 << 20); // a copy would be 1 GiB
+      expect(sha(r.body.backing)).toBe(sha(path.join(disks, '_tpl_big.img')));
+    });
+  });
+
+  it('on ext4/tmpfs the fallback copy keeps holes and the data', async () => {
+    const d = tempDir();
+    a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(d, 'nvmet') }, d);
+    const caps = (await a.req('GET', '/capabilities')).body;
+    if (caps.fs_type === 'btrfs' || caps.fs_type === 'xfs') throw new Error(`this test needs a non-reflink tmp dir, got ${caps.fs_type}`);
+    expect(caps.clone).toBe(`sparse copy (no reflink on ${caps.fs_type})`);
+    const master = path.join(a.diskDir, '_tpl_sparse.img');
+    makeFile(master, 256 << 20, [
+      { offset: 0, bytes: Buffer.alloc(4096, 1) },
+      { offset: 100 << 20, bytes: Buffer.alloc(1 << 20, 2) },
+      { offset: (256 << 20) - 4096, bytes: Buffer.alloc(4096, 3) },
+    ]);
+    const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w2.abcdefabcdef`, master: '_tpl_sparse.img' });
+    expect(r.status).toBe(201);
+    const st = fs.statSync(r.body.backing);
+    expect(st.size).toBe(256 << 20);
+    expect(st.blocks * 512).toBeLessThanOrEqual(4 << 20); // not 256 MiB
+    expect(sha(r.body.backing)).toBe(sha(master));
+    const e = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w3.abcdefabcdef`, size: '1T' });
+    expect(e.status).toBe(201);
+    expect(fs.statSync(e.body.backing)).toMatchObject({ size: 2 ** 40, blocks: 0 });
+  });
+});
