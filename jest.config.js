@@ -4,9 +4,10 @@ const swaggerPlugin = { path: '<rootDir>/test/swagger-plugin.transformer.js' };
 const transform = {
   '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', diagnostics: false, astTransformers: { before: [swaggerPlugin] } }],
 };
-const base = { testEnvironment: 'node', testTimeout: 120_000, transform, moduleFileExtensions: ['ts', 'js', 'json'], rootDir: __dirname };
+const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'], rootDir: __dirname };
 
 module.exports = {
+  testTimeout: 120_000,
   projects: [
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
     { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.e2e-spec.ts'] },

@@ -2,10 +2,10 @@ import 'reflect-metadata';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { loadAgentConfig } from '../src/agent/agent-config';
+import { buildAgentOpenApi, createAgentApp } from '../src/agent/agent.factory';
 import { buildOpenApi, createApp } from '../src/app.factory';
 import { loadConfig } from '../src/config/app-config';
-
-export const CONTROL_PLANE_SPEC = path.join(__dirname, '..', '..', 'openapi', 'control-plane.openapi.json');
 
 /** Deep copy with object keys sorted, so the committed spec diffs cleanly. */
 export function sortKeys(v: unknown): unknown {
@@ -33,11 +33,28 @@ export async function renderControlPlaneSpec(): Promise<string> {
   }
 }
 
+/** The storage agent's OpenAPI document (built, never initialised: no backend is touched). */
+export async function renderAgentSpec(): Promise<string> {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kurrent-openapi-'));
+  const app = await createAgentApp(loadAgentConfig({ IPXE_AGENT_LOG_LEVEL: 'silent' }, scratch), { quiet: true });
+  try {
+    return JSON.stringify(sortKeys(buildAgentOpenApi(app)), null, 2) + '\n';
+  } finally {
+    await app.close();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
 if (require.main === module) {
   void (async () => {
-    const target = process.argv[2] ?? path.resolve('openapi', 'control-plane.openapi.json');
-    fs.mkdirSync(path.dirname(target), { recursive: true });
-    fs.writeFileSync(target, await renderControlPlaneSpec());
-    process.stdout.write(`wrote ${target}\n`);
+    const dir = process.argv[2] ?? path.resolve('openapi');
+    fs.mkdirSync(dir, { recursive: true });
+    for (const [file, render] of [
+      ['control-plane.openapi.json', renderControlPlaneSpec],
+      ['agent.openapi.json', renderAgentSpec],
+    ] as const) {
+      fs.writeFileSync(path.join(dir, file), await render());
+      process.stdout.write(`wrote ${path.join(dir, file)}\n`);
+    }
   })();
 }

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { renderControlPlaneSpec } from '../../scripts/openapi';
+import { renderAgentSpec, renderControlPlaneSpec } from '../../scripts/openapi';
 
 describe('OpenAPI document', () => {
   let spec: string;
@@ -58,5 +58,31 @@ describe('OpenAPI document', () => {
     expect(doc.paths['/workers/batch'].post.responses['422']).toBeDefined();
     expect(doc.paths['/workers'].get.security).toEqual([{ bearer: [] }]);
     expect(doc.paths['/boot-vars'].get.security).toBeUndefined();
+  });
+});
+
+describe('storage agent OpenAPI document', () => {
+  it('matches the committed openapi/agent.openapi.json (run `npm run openapi` after API changes)', async () => {
+    const spec = await renderAgentSpec();
+    expect(spec).toBe(fs.readFileSync(path.join(__dirname, '../../openapi/agent.openapi.json'), 'utf8'));
+    const doc = JSON.parse(spec);
+    const ops = Object.entries<any>(doc.paths).flatMap(([p, m]) => Object.keys(m).map((verb) => `${verb.toUpperCase()} ${p}`));
+    expect(ops.sort()).toEqual(
+      [
+        'GET /healthz',
+        'GET /capabilities',
+        'GET /luns',
+        'POST /luns/disk',
+        'POST /luns/cd',
+        'DELETE /luns',
+        'POST /luns/scan',
+        'GET /masters',
+        'GET /nvme/hosts',
+        'PUT /nvme/hosts/{hostnqn}',
+        'DELETE /nvme/hosts/{hostnqn}',
+      ].sort(),
+    );
+    expect(doc.components.schemas.CreateDiskDto.required).toEqual(['iqn']);
+    expect(doc.components.schemas.NvmeHostDto.properties).not.toHaveProperty('dhchap_key');
   });
 });
