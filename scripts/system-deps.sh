@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests run for real (dnsmasq, ip netns, wrk for the benches)
+# Installs the Debian packages the tests run for real (dnsmasq, ip netns, tgtd, btrfs, nvme-cli;
+# wrk for the benches)
 # when they are missing. Runs as `pretest`, so `npm test` works on a fresh machine (as root).
 set -euo pipefail
 need=()
@@ -7,6 +8,9 @@ command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v pkill >/dev/null 2>&1 || need+=(procps)
+command -v tgtd >/dev/null 2>&1 || need+=(tgt)
+command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
+command -v nvme >/dev/null 2>&1 || need+=(nvme-cli)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing ${need[*]}; run as root or: apt-get install -y ${need[*]}" >&2

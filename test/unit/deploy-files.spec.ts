@@ -47,3 +47,29 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     for (const i of items) expect(read('docker/tftp/menu.ipxe')).toContain(`:${i}\n`);
   });
 });
+
+describe('agent deployment files', () => {
+  it('agent.env.example is a valid agent configuration', async () => {
+    const { loadAgentConfig } = await import('../../src/agent/agent-config');
+    const env = Object.fromEntries(
+      read('config/agent.env.example')
+        .split('\n')
+        .filter((l) => /^[A-Z_]+=/.test(l))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+    expect(loadAgentConfig(env)).toMatchObject({ backend: 'stgt', port: 4840, nvmePort: 4421, diskDir: '/srv/iscsi_img' });
+  });
+
+  it.each([
+    ['IPXE_AGENT_BACKEND', 'zfs'],
+    ['IPXE_AGENT_BASE_IQN', 'iqn.2026-07.com.x:suffix'],
+    ['IPXE_AGENT_BASE_IQN', 'not-an-iqn'],
+    ['IPXE_AGENT_BASE_NQN', 'nqn'],
+    ['IPXE_AGENT_PORT', '99999'],
+    ['IPXE_AGENT_PORTAL_ADDR', 'localhost'],
+    ['IPXE_AGENT_NVME_TLS', 'maybe'],
+  ])('agent config rejects %s=%s naming it', async (name, value) => {
+    const { loadAgentConfig } = await import('../../src/agent/agent-config');
+    expect(() => loadAgentConfig({ [name]: value })).toThrow(name);
+  });
+});

@@ -1,6 +1,5 @@
 import { Logger } from '@nestjs/common';
 import { ProcessRunner } from '../../common/process-runner';
-import { Mutex } from '../../store/mutex';
 import { TargetBackend, TargetInfo } from './backend';
 
 /**
@@ -14,8 +13,10 @@ export class StgtBackend implements TargetBackend {
   readonly supportsCd = true;
   readonly persistence = 'auto-scan on startup (tgtd keeps no state: targets rebuilt from DISK_DIR)';
   private readonly log = new Logger('stgt');
-  /** tgtadm calls that allocate tids must not interleave. */
-  private readonly lock = new Mutex();
+  /** name -> tid as last seen or reserved; every list() refreshes it from tgtd. */
+  private known = new Map<string, number>();
+  private maxTid = 0;
+  private loaded = false;
 
   constructor(
     private readonly proc: ProcessRunner,
@@ -33,7 +34,11 @@ export class StgtBackend implements TargetBackend {
 
   async list(): Promise<TargetInfo[]> {
     const { stdout } = await this.tgtadm('--mode', 'target', '--op', 'show');
-    return parseShow(stdout);
+    const targets = parseShow(stdout);
+    this.known = new Map(targets.map((t) => [t.name, t.tid!]));
+    this.maxTid = targets.reduce((m, t) => Math.max(m, t.tid ?? 0), 0);
+    this.loaded = true;
+    return targets;
   }
 
   createDisk(name: string, backing: string): Promise<void> {
@@ -44,31 +49,43 @@ export class StgtBackend implements TargetBackend {
     return this.create(name, backing, true);
   }
 
-  private create(name: string, backing: string, cd: boolean): Promise<void> {
-    return this.lock.run(async () => {
-      const targets = await this.list();
-      if (targets.some((t) => t.name === name)) throw Object.assign(new Error(`iqn exists: ${name}`), { code: 'EEXIST' });
-      const tid = String(targets.reduce((m, t) => Math.max(m, t.tid ?? 0), 0) + 1);
+  /**
+   * The tid is reserved synchronously in memory, so concurrent creates never collide and the
+   * tgtadm calls of different targets run in parallel (a tgtadm spawn costs more than tgtd's work).
+   */
+  private async create(name: string, backing: string, cd: boolean, retried = false): Promise<void> {
+    if (!this.loaded) await this.list();
+    if (this.known.has(name)) throw Object.assign(new Error(`iqn exists: ${name}`), { code: 'EEXIST' });
+    const tidNum = ++this.maxTid;
+    const tid = String(tidNum);
+    this.known.set(name, tidNum);
+    try {
       await this.tgtadm('--mode', 'target', '--op', 'new', '--tid', tid, '--targetname', name);
-      try {
-        await this.tgtadm('--mode', 'logicalunit', '--op', 'new', '--tid', tid, '--lun', '1', '--backing-store', backing, ...(cd ? ['--device-type', 'cd'] : []));
-        if (cd) await this.tgtadm('--mode', 'logicalunit', '--op', 'update', '--tid', tid, '--lun', '1', '--params', 'readonly=1');
-        await this.tgtadm('--mode', 'target', '--op', 'bind', '--tid', tid, '--initiator-address', 'ALL');
-      } catch (e) {
-        // Leave no half-made target behind.
-        await this.tgtadm('--mode', 'target', '--op', 'delete', '--force', '--tid', tid).catch((err) => this.log.error(err));
-        throw e;
-      }
-    });
+    } catch (e) {
+      this.known.delete(name);
+      if (retried) throw e;
+      // Our view was stale (tgtd restarted, or a target made by hand): reload and try once more.
+      await this.list();
+      return this.create(name, backing, cd, true);
+    }
+    try {
+      await this.tgtadm('--mode', 'logicalunit', '--op', 'new', '--tid', tid, '--lun', '1', '--backing-store', backing, ...(cd ? ['--device-type', 'cd'] : []));
+      if (cd) await this.tgtadm('--mode', 'logicalunit', '--op', 'update', '--tid', tid, '--lun', '1', '--params', 'readonly=1');
+      await this.tgtadm('--mode', 'target', '--op', 'bind', '--tid', tid, '--initiator-address', 'ALL');
+    } catch (e) {
+      // Leave no half-made target behind.
+      await this.tgtadm('--mode', 'target', '--op', 'delete', '--force', '--tid', tid).catch((err) => this.log.error(err));
+      this.known.delete(name);
+      throw e;
+    }
   }
 
-  remove(name: string): Promise<boolean> {
-    return this.lock.run(async () => {
-      const t = (await this.list()).find((x) => x.name === name);
-      if (!t) return false;
-      await this.tgtadm('--mode', 'target', '--op', 'delete', '--force', '--tid', String(t.tid));
-      return true;
-    });
+  async remove(name: string): Promise<boolean> {
+    const t = (await this.list()).find((x) => x.name === name);
+    if (!t) return false;
+    await this.tgtadm('--mode', 'target', '--op', 'delete', '--force', '--tid', String(t.tid));
+    this.known.delete(name);
+    return true;
   }
 }
 

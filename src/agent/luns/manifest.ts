@@ -20,6 +20,8 @@ export interface ManifestEntry {
 export class TargetManifest implements OnModuleInit {
   private readonly file: string;
   private entries = new Map<string, ManifestEntry>();
+  private writing: Promise<void> | null = null;
+  private pending = false;
 
   constructor(
     config: AgentConfig,
@@ -48,9 +50,29 @@ export class TargetManifest implements OnModuleInit {
     return this.entries.get(name);
   }
 
-  async set(name: string, e: ManifestEntry | undefined): Promise<void> {
+  /** Resolves once a write that includes this change is on disk. */
+  set(name: string, e: ManifestEntry | undefined): Promise<void> {
     if (e) this.entries.set(name, e);
     else this.entries.delete(name);
-    await this.fs.writeAtomic(this.file, JSON.stringify({ targets: Object.fromEntries(this.entries) }, null, 2) + '\n');
+    return this.flush();
+  }
+
+  /**
+   * One writer at a time, coalescing: concurrent creates (100 at once) share a few writes, and
+   * an older snapshot can never be renamed over a newer one.
+   */
+  private flush(): Promise<void> {
+    this.pending = true;
+    if (!this.writing) {
+      this.writing = (async () => {
+        while (this.pending) {
+          this.pending = false;
+          await this.fs.writeAtomic(this.file, JSON.stringify({ targets: Object.fromEntries(this.entries) }, null, 2) + '\n');
+        }
+      })().finally(() => {
+        this.writing = null;
+      });
+    }
+    return this.writing;
   }
 }

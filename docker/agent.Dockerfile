@@ -1,0 +1,24 @@
+# Kurrent storage agent (port 4840). Runs on the storage node, privileged for configfs/loop:
+#   docker build -f docker/agent.Dockerfile -t kurrent/agent .
+#   docker run --privileged --network host -v /srv/images:/images -e DISK_DIR=/images kurrent/agent
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY src ./src
+COPY scripts ./scripts
+COPY bench ./bench
+RUN npx nest build && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+# tgt: the stgt backend drives tgtadm against a tgtd started beside the agent.
+RUN apt-get update && apt-get install -y --no-install-recommends tgt nvme-cli && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+ENV DISK_DIR=/images IPXE_AGENT_STATE_DIR=/app/agent-state
+VOLUME ["/images", "/app/agent-state"]
+EXPOSE 4840
+CMD ["sh", "-c", "if [ \"${IPXE_AGENT_BACKEND:-stgt}\" = stgt ]; then tgtd; fi; exec node dist/src/agent/main.js"]
