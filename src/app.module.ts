@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
+import { AgentsModule } from './agents/agents.module';
 import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
 import { AuthGuard, BEARER_TOKEN } from './common/auth.guard';
@@ -45,6 +46,7 @@ export class AppModule {
         AuditModule,
         DnsmasqModule,
         SettingsModule,
+        AgentsModule,
         DevicesModule,
         WorkersModule,
         BootModule,

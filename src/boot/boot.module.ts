@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
+import { AgentsModule } from '../agents/agents.module';
 import { SettingsModule } from '../settings/settings.module';
 import { BootController } from './boot.controller';
 import { BootService } from './boot.service';
 import { DiskVarsResolver } from './disk-vars';
 
 @Module({
-  imports: [SettingsModule],
+  imports: [SettingsModule, AgentsModule],
   controllers: [BootController],
   providers: [BootService, DiskVarsResolver],
 })

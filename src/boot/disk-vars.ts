@@ -1,4 +1,6 @@
 import { Injectable } from '@nestjs/common';
+import { AgentRegistry } from '../agents/agent-registry';
+import { AgentsService } from '../agents/agents.service';
 import type { DiskRecord, WorkerRecord } from '../store/records';
 
 export interface DiskVars {
@@ -14,6 +16,11 @@ export interface DiskVars {
  */
 @Injectable()
 export class DiskVarsResolver {
+  constructor(
+    private readonly registry: AgentRegistry,
+    private readonly agents: AgentsService,
+  ) {}
+
   defaultDisk(w: WorkerRecord): DiskRecord | undefined {
     if (!w.disks.length) return undefined;
     return (w.default_os && w.disks.find((d) => d.os === w.default_os)) || w.disks[0];
@@ -21,13 +28,21 @@ export class DiskVarsResolver {
 
   resolve(w: WorkerRecord): DiskVars | null {
     const disk = this.defaultDisk(w);
-    if (!disk?.iqn) return null;
-    const base_iqn = disk.iqn.slice(0, disk.iqn.lastIndexOf(':'));
+    const name = disk?.iqn ?? disk?.nqn;
+    if (!disk || !name) return null;
+    const base_iqn = name.slice(0, name.lastIndexOf(':'));
     return { base_iqn, ...this.agentVars(disk) };
   }
 
-  /** iscsi_server / iscsi_sep of the disk's agent; none known without the agent registry. */
-  protected agentVars(_disk: DiskRecord): Omit<DiskVars, 'base_iqn'> {
-    return {};
+  /**
+   * iscsi_server: the agent's iscsi_server, else the host of its base_url. iscsi_sep: the
+   * agent's lio/stgt tag, else its cached capabilities.backend, else stgt. No network here:
+   * this runs on every boot.
+   */
+  private agentVars(disk: DiskRecord): Omit<DiskVars, 'base_iqn'> {
+    const a = this.registry.get(disk.agent);
+    if (!a) return {};
+    const backend = a.tags.includes('lio') ? 'lio' : a.tags.includes('stgt') ? 'stgt' : this.agents.cachedCapabilities(a.id)?.backend;
+    return { iscsi_server: this.agents.dataAddress(a), iscsi_sep: backend === 'lio' ? '::::' : ':::1:' };
   }
 }

@@ -33,6 +33,12 @@ export class AppConfig {
   logLevel!: string;
   /** Log every request (off by default on the boot path; see main.ts). */
   accessLog!: boolean;
+  /** Timeout (ms) of agent calls that change things (a clone may copy when reflink is missing). */
+  agentTimeoutMs!: number;
+  /** Timeout (ms) of agent health/capability/listing probes (GET /agents?live, placement). */
+  agentProbeTimeoutMs!: number;
+  /** The environment as read at start: `${VAR}` tokens in agents.yml expand from here. */
+  env!: Readonly<Record<string, string | undefined>>;
 }
 
 export class ConfigError extends Error {}
@@ -103,5 +109,8 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   }
   c.logLevel = level;
   c.accessLog = bool(env, 'IPXE_CP_ACCESS_LOG', false);
+  c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
+  c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
+  c.env = Object.freeze({ ...env });
   return c;
 }

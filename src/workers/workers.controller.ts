@@ -12,12 +12,17 @@ import {
   SetMacDto,
 } from './dto/update-worker.dto';
 import { DeleteWorkerResultDto, WorkerDto, WorkerMacDto, WorkerStatusDto } from './dto/worker.dto';
+import { DisksService } from './disks.service';
+import { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DeleteDiskQueryDto } from './dto/disk.dto';
 import { WorkersService } from './workers.service';
 
 @ApiTags('workers')
 @Controller('workers')
 export class WorkersController {
-  constructor(private readonly workers: WorkersService) {}
+  constructor(
+    private readonly workers: WorkersService,
+    private readonly disks: DisksService,
+  ) {}
 
   /** Registers a worker identity (no disk); binds `mac` when given (the device must be pooled). */
   @ApiErrors(400, 409, 413, 500)
@@ -32,6 +37,33 @@ export class WorkersController {
   @HttpCode(200)
   createBatch(@Body() body: BatchCreateWorkersDto, @ClientIp() client: string): Promise<BatchCreateWorkersResultDto> {
     return this.workers.createBatch(body, client);
+  }
+
+  /** System disks for many workers with one spec; dry_run returns the plan. Succeeded ones get default_os. */
+  @ApiErrors(400, 413)
+  @Post('luns/disk/batch')
+  @HttpCode(200)
+  createDisks(@Body() body: BatchDiskDto, @ClientIp() client: string): Promise<BatchDiskResultDto> {
+    return this.disks.batch(body, client);
+  }
+
+  /** Creates a system disk (clone of a master or empty) on an agent and records it. */
+  @ApiErrors(400, 404, 409, 500, 502, 503)
+  @Post(':worker_id/luns/disk')
+  createDisk(@Param('worker_id') id: string, @Body() body: CreateDiskDto, @ClientIp() client: string): Promise<WorkerDto> {
+    return this.workers.createDisk(id, body, client);
+  }
+
+  /** Deletes one system disk (target, and the .img with delete_file=true); clears default_os if it was this os. */
+  @ApiErrors(400, 404, 503)
+  @Delete(':worker_id/luns/disk/:os')
+  deleteDisk(
+    @Param('worker_id') id: string,
+    @Param('os') os: string,
+    @Query() q: DeleteDiskQueryDto,
+    @ClientIp() client: string,
+  ): Promise<WorkerDto> {
+    return this.workers.deleteDisk(id, os, q, client);
   }
 
   /** Deletes several workers item by item (device unbind cascade), one dnsmasq reload. */
@@ -85,6 +117,6 @@ export class WorkersController {
     @Query() q: DeleteWorkerQueryDto,
     @ClientIp() client: string,
   ): Promise<DeleteWorkerResultDto> {
-    return this.workers.remove(id, q.delete_disk ?? false, client);
+    return this.workers.remove(id, q.delete_disk ?? false, q.ignore_missing_target ?? false, client);
   }
 }

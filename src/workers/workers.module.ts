@@ -1,12 +1,14 @@
 import { Module } from '@nestjs/common';
+import { AgentsModule } from '../agents/agents.module';
 import { DevicesModule } from '../devices/devices.module';
+import { DisksService } from './disks.service';
 import { WorkersController } from './workers.controller';
 import { WorkersService } from './workers.service';
 
 @Module({
-  imports: [DevicesModule],
+  imports: [DevicesModule, AgentsModule],
   controllers: [WorkersController],
-  providers: [WorkersService],
+  providers: [WorkersService, DisksService],
   exports: [WorkersService],
 })
 export class WorkersModule {}

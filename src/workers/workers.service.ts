@@ -6,7 +6,11 @@ import { AuditService } from '../audit/audit.service';
 import { BindingService } from '../devices/binding.service';
 import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
-import { WorkerRecord } from '../store/records';
+import { CdRecord, WorkerRecord } from '../store/records';
+import { AgentsService } from '../agents/agents.service';
+import type { TargetDto } from '../agent/luns/dto/luns.dto';
+import { DisksService, workerState } from './disks.service';
+import type { CreateDiskDto, DeleteDiskQueryDto } from './dto/disk.dto';
 import type { BatchCreateWorkersDto, BatchCreateWorkersResultDto } from './dto/batch-workers.dto';
 import type { BootConfigDto, CreateWorkerDto } from './dto/create-worker.dto';
 import type { DefaultOsDto, DeleteWorkersBatchDto, DeleteWorkersBatchResultDto } from './dto/update-worker.dto';
@@ -22,6 +26,8 @@ export class WorkersService {
     private readonly dnsmasq: DnsmasqService,
     private readonly audit: AuditService,
     private readonly clock: Clock,
+    private readonly disks: DisksService,
+    private readonly agents: AgentsService,
   ) {}
 
   /** Ledger entry + projected binding and readiness. */
@@ -53,24 +59,59 @@ export class WorkersService {
 
   async status(rawId: string): Promise<WorkerStatusDto> {
     const w = this.find(rawId);
+    // One GET /luns per agent involved, in parallel.
+    const agentIds = [...new Set([...w.disks.map((d) => d.agent), ...(w.cd ? [w.cd.agent] : [])])];
+    const luns = new Map(
+      await Promise.all(
+        agentIds.map(async (id): Promise<[string, { targets?: TargetDto[]; error?: string }]> => {
+          try {
+            return [id, { targets: await this.agents.luns(id) }];
+          } catch (e) {
+            return [id, { error: (e as Error).message }];
+          }
+        }),
+      ),
+    );
+    const actual = (agent: string, name: string) => {
+      const r = luns.get(agent)!;
+      if (r.error) return { exists: false, target: null, error: r.error };
+      const t = r.targets!.find((x) => x.iqn === name);
+      return { exists: !!t, target: t ? { ...(name.startsWith('nqn.') ? { nqn: t.iqn } : { iqn: t.iqn }), luns: t.luns.map((l) => ({ backing: l.backing ?? '' })) } : null };
+    };
     return {
       worker: this.project(w),
       actual: {
         dnsmasq: await this.dnsmasq.lookup(w.hostname),
-        // Disk and CD targets are checked on their agents (AgentsModule); a worker has none here.
-        disks: [],
-        cd: null,
+        disks: w.disks.map((d) => ({ os: d.os, ...actual(d.agent, (d.iqn ?? d.nqn)!) })),
+        cd: w.cd ? actual(w.cd.agent, w.cd.iqn) : null,
       },
     };
   }
 
-  create(dto: CreateWorkerDto, client: string): Promise<WorkerDto> {
+  async create(dto: CreateWorkerDto, client: string): Promise<WorkerDto> {
+    let cd: CdRecord | null = null;
     if (dto.windows_iso !== undefined) {
-      throw badRequest('windows_iso: no enabled agent with the cd role is configured');
+      if (!/^[A-Za-z0-9][A-Za-z0-9._ -]{0,254}$/.test(dto.windows_iso)) throw badRequest(`windows_iso: not a plain ISO file name`);
+      // Every ledger check first (nothing is written), so a refused worker leaves no CD target.
+      await this.store.exclusive(() => {
+        const tx = new Tx(this.store);
+        this.createInTx(tx, dto.worker_id, dto.hostname, dto.arch, dto.boot);
+        if (dto.mac) this.checkPooled(tx, dto.mac);
+      });
+      cd = await this.disks.createCd(dto.worker_id, dto.windows_iso, client);
     }
+    try {
+      return await this.createRecord(dto, cd, client);
+    } catch (e) {
+      if (cd) await this.disks.deleteTarget(cd, false, true, dto.worker_id, client).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  private createRecord(dto: CreateWorkerDto, cd: CdRecord | null, client: string): Promise<WorkerDto> {
     return this.store.exclusive(async () => {
       const { result, reloadError } = await this.bindings.commit((tx) => {
-        const w = this.createInTx(tx, dto.worker_id, dto.hostname, dto.arch, dto.boot);
+        const w = this.createInTx(tx, dto.worker_id, dto.hostname, dto.arch, dto.boot, cd);
         if (dto.mac) {
           this.checkPooled(tx, dto.mac);
           this.bindings.bind(tx, dto.mac, w.worker_id, false);
@@ -144,6 +185,14 @@ export class WorkersService {
     });
   }
 
+  async createDisk(rawId: string, dto: CreateDiskDto, client: string): Promise<WorkerDto> {
+    return this.project(await this.disks.create(rawId, dto, client));
+  }
+
+  async deleteDisk(rawId: string, os: string, q: DeleteDiskQueryDto, client: string): Promise<WorkerDto> {
+    return this.project(await this.disks.remove(rawId, os, q.delete_file ?? false, q.ignore_missing_target ?? false, q.os_version, client));
+  }
+
   setMac(rawId: string, mac: string, client: string): Promise<WorkerMacDto> {
     const id = this.parseId(rawId);
     return this.store.exclusive(async () => {
@@ -209,8 +258,11 @@ export class WorkersService {
     });
   }
 
-  remove(rawId: string, deleteDisk: boolean, client: string): Promise<DeleteWorkerResultDto> {
+  async remove(rawId: string, deleteDisk: boolean, ignoreMissing: boolean, client: string): Promise<DeleteWorkerResultDto> {
     const id = this.parseId(rawId);
+    const w = this.store.read().workers.get(id);
+    if (!w) throw notFound(`worker not found: ${id}`);
+    await this.deleteTargets(w, deleteDisk, ignoreMissing, client);
     return this.store.exclusive(async () => {
       const { result, reloadError } = await this.bindings.commit((tx) => {
         if (!tx.workers.get(id)) throw notFound(`worker not found: ${id}`);
@@ -222,16 +274,31 @@ export class WorkersService {
     });
   }
 
-  removeBatch(dto: DeleteWorkersBatchDto, client: string): Promise<DeleteWorkersBatchResultDto> {
+  async removeBatch(dto: DeleteWorkersBatchDto, client: string): Promise<DeleteWorkersBatchResultDto> {
+    const out: DeleteWorkersBatchResultDto = { succeeded: [], failed: [] };
+    // Targets first, worker by worker; then one ledger commit and one dnsmasq reload for all.
+    const ready: string[] = [];
+    for (const raw of dto.worker_ids) {
+      const id = normalizeId(raw);
+      const w = id ? this.store.read().workers.get(id) : undefined;
+      if (!id || !w) {
+        out.failed.push({ worker_id: raw, error: `worker not found: ${raw}` });
+        continue;
+      }
+      try {
+        await this.deleteTargets(w, dto.delete_disk ?? false, dto.ignore_missing_target ?? false, client);
+        ready.push(id);
+      } catch (e) {
+        out.failed.push({ worker_id: id, error: (e as Error).message });
+      }
+    }
     return this.store.exclusive(async () => {
-      const out: DeleteWorkersBatchResultDto = { succeeded: [], failed: [] };
       const audits: AuditCall[] = [];
       const { reloadError } = await this.bindings.commit((tx) => {
-        for (const raw of dto.worker_ids) {
-          const id = normalizeId(raw);
-          const w = id ? tx.workers.get(id) : undefined;
-          if (!id || !w) {
-            out.failed.push({ worker_id: raw, error: `worker not found: ${raw}` });
+        for (const id of ready) {
+          const w = tx.workers.get(id);
+          if (!w) {
+            out.failed.push({ worker_id: id, error: `worker not found: ${id}` });
             continue;
           }
           audits.push(...this.deleteInTx(tx, id).audits);
@@ -251,6 +318,31 @@ export class WorkersService {
     });
   }
 
+  /**
+   * The CD target first, then the disks. Each target the agents removed leaves the ledger at once,
+   * so a failure half-way never leaves a ledger disk without its target.
+   */
+  private async deleteTargets(w: WorkerRecord, deleteDisk: boolean, ignoreMissing: boolean, client: string): Promise<void> {
+    const forget = (fn: (cur: WorkerRecord) => WorkerRecord) =>
+      this.store.exclusive(() =>
+        this.store.commit((tx) => {
+          const cur = tx.workers.get(w.worker_id);
+          if (cur) tx.workers.set(w.worker_id, fn(cur));
+        }),
+      );
+    if (w.cd) {
+      await this.disks.deleteTarget(w.cd, false, ignoreMissing, w.worker_id, client);
+      await forget((cur) => ({ ...cur, cd: null, state: workerState({ ...cur, cd: null }) }));
+    }
+    for (const d of w.disks) {
+      await this.disks.deleteTarget(d, deleteDisk, ignoreMissing, w.worker_id, client);
+      await forget((cur) => {
+        const disks = cur.disks.filter((x) => (x.iqn ?? x.nqn) !== (d.iqn ?? d.nqn) || x.agent !== d.agent);
+        return { ...cur, disks, state: workerState({ cd: cur.cd, disks }) };
+      });
+    }
+  }
+
   /** Unbinds the worker's device(s) back to the pool, then drops the worker. Returns audit records. */
   private deleteInTx(tx: Tx, id: string): { audits: AuditCall[]; unbound: number } {
     const w = tx.workers.get(id)!;
@@ -265,7 +357,7 @@ export class WorkersService {
     return { audits, unbound };
   }
 
-  private createInTx(tx: Tx, id: string, hostname: string | undefined, arch: string | undefined, boot?: BootConfigDto): WorkerRecord {
+  private createInTx(tx: Tx, id: string, hostname: string | undefined, arch: string | undefined, boot?: BootConfigDto, cd: CdRecord | null = null): WorkerRecord {
     if (tx.workers.has(id)) throw conflict(`worker already exists: ${id}`);
     const host = hostname ?? id;
     this.checkHostnameFree(tx, host, id);
@@ -273,9 +365,9 @@ export class WorkersService {
       worker_id: id,
       hostname: host,
       arch: arch ?? 'x86_64',
-      state: 'registered',
+      state: cd ? 'installing' : 'registered',
       disks: [],
-      cd: null,
+      cd,
       default_os: null,
       boot: { menu_default: boot?.menu_default ?? null, menu_timeout: boot?.menu_timeout ?? null },
       created_at: this.clock.isoNow(),

@@ -1,0 +1,143 @@
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import * as path from 'node:path';
+import { isMap, LineCounter, parseDocument, stringify } from 'yaml';
+import { normalizeId } from '../common/mac';
+import { AppConfig } from '../config/app-config';
+import { FileSystem, FileStamp } from '../store/file-system';
+import { LedgerFileError } from '../store/ledger-map';
+
+export interface AgentRecord {
+  id: string;
+  base_url: string;
+  /** As configured: may be `${ENV}`; expanded only by the AgentGateway. */
+  token: string;
+  iscsi_server: string | null;
+  role: { disk: boolean; cd: boolean };
+  tags: string[];
+  enabled: boolean;
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** `http(s)://host[:port]` without a trailing slash, or null. */
+export function normalizeBaseUrl(raw: unknown): string | null {
+  if (typeof raw !== 'string' || !/^https?:\/\//i.test(raw.trim())) return null;
+  try {
+    const u = new URL(raw.trim());
+    if (!u.hostname) return null;
+    return u.toString().replace(/\/+$/, '');
+  } catch {
+    return null;
+  }
+}
+
+function validate(id: string, v: unknown): AgentRecord | string {
+  if (normalizeId(id) !== id) return 'agent id must be letters, digits, dot, underscore or hyphen (lower-case)';
+  if (!isObj(v)) return 'entry must be a mapping';
+  const base = normalizeBaseUrl(v.base_url);
+  if (!base) return 'base_url must start with http:// or https://';
+  const role = isObj(v.role) ? v.role : {};
+  if (v.tags !== undefined && (!Array.isArray(v.tags) || !v.tags.every((t) => typeof t === 'string'))) return 'tags must be a list of strings';
+  return {
+    id,
+    base_url: base,
+    token: typeof v.token === 'string' ? v.token : '',
+    iscsi_server: typeof v.iscsi_server === 'string' && v.iscsi_server ? v.iscsi_server : null,
+    role: { disk: role.disk === true, cd: role.cd === true },
+    tags: (v.tags as string[] | undefined) ?? [],
+    enabled: v.enabled !== false,
+  };
+}
+
+/**
+ * config/agents.yml: the storage nodes. Small, so plain YAML both ways; hand edits are picked up
+ * on the next read; a broken file stops the start with file:line.
+ */
+@Injectable()
+export class AgentRegistry implements OnModuleInit {
+  readonly file: string;
+  private agents = new Map<string, AgentRecord>();
+  private stamp: FileStamp | null = null;
+  private lastCheck = 0;
+
+  constructor(
+    config: AppConfig,
+    private readonly fs: FileSystem,
+  ) {
+    this.file = path.join(config.configDir, 'agents.yml');
+  }
+
+  onModuleInit(): void {
+    this.fs.mkdirpSync(path.dirname(this.file));
+    this.load();
+  }
+
+  private load(): void {
+    const text = this.fs.readTextSync(this.file);
+    this.stamp = this.fs.statSync(this.file);
+    const out = new Map<string, AgentRecord>();
+    if (text && text.trim()) {
+      const lc = new LineCounter();
+      const doc = parseDocument(text, { lineCounter: lc, uniqueKeys: true });
+      if (doc.errors.length) throw new LedgerFileError(this.file, lc.linePos(doc.errors[0].pos[0]).line, doc.errors[0].message.split('\n')[0]);
+      const top = doc.contents;
+      const agentsNode = isMap(top) ? top.get('agents', true) : null;
+      if (agentsNode && isMap(agentsNode)) {
+        for (const pair of agentsNode.items) {
+          const id = String((pair.key as { value?: unknown })?.value ?? '');
+          const line = lc.linePos((pair.key as { range?: number[] })?.range?.[0] ?? 0).line;
+          const r = validate(id, (pair.value as { toJSON?: () => unknown })?.toJSON?.() ?? null);
+          if (typeof r === 'string') throw new LedgerFileError(this.file, line, `${JSON.stringify(id)}: ${r}`);
+          out.set(id, r);
+        }
+      } else if (top !== null && !(isMap(top) && (agentsNode === null || agentsNode === undefined))) {
+        throw new LedgerFileError(this.file, 1, 'expected a mapping with key "agents"');
+      }
+    }
+    this.agents = out;
+  }
+
+  /** Current agents, reloaded when agents.yml was edited by hand (checked at most every 500 ms). */
+  all(): AgentRecord[] {
+    const now = performance.now();
+    if (now - this.lastCheck > 500) {
+      this.lastCheck = now;
+      const st = this.fs.statSync(this.file);
+      if (st?.mtimeMs !== this.stamp?.mtimeMs || st?.size !== this.stamp?.size || st?.ino !== this.stamp?.ino) {
+        try {
+          this.load();
+        } catch {
+          // A broken hand edit keeps the last good registry; writes will overwrite it.
+          this.stamp = st;
+        }
+      }
+    }
+    return [...this.agents.values()];
+  }
+
+  get(id: string): AgentRecord | undefined {
+    this.all();
+    return this.agents.get(id);
+  }
+
+  async save(next: AgentRecord[]): Promise<void> {
+    const doc = {
+      agents: Object.fromEntries(
+        next.map((a) => [
+          a.id,
+          {
+            base_url: a.base_url,
+            ...(a.token ? { token: a.token } : {}),
+            ...(a.iscsi_server ? { iscsi_server: a.iscsi_server } : {}),
+            role: a.role,
+            tags: a.tags,
+            enabled: a.enabled,
+          },
+        ]),
+      ),
+    };
+    await this.fs.writeAtomic(this.file, '# Kurrent storage agents (POST/PUT /agents write this file; tokens may be ${ENV}).\n' + stringify(doc), 0o600);
+    this.agents = new Map(next.map((a) => [a.id, a]));
+    this.stamp = this.fs.statSync(this.file);
+  }
+}

@@ -1,0 +1,95 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
+import { CreateCdDto, CreatedLunDto, CreateDiskDto, ScanResultDto, TargetDto } from '../agent/luns/dto/luns.dto';
+import { ApiErrors } from '../common/api-errors.decorator';
+import { ClientIp } from '../common/client-ip.decorator';
+import { AgentsService } from './agents.service';
+import {
+  AgentDto,
+  CreateAgentDto,
+  ListAgentsQueryDto,
+  MastersDto,
+  PassthroughDeletedDto,
+  PassthroughDeleteQueryDto,
+  ProbeAgentDto,
+  ProbeResultDto,
+  UpdateAgentDto,
+} from './dto/agent.dto';
+
+@ApiTags('agents')
+@Controller()
+export class AgentsController {
+  constructor(private readonly agents: AgentsService) {}
+
+  /** Agents of config/agents.yml; live=true (default) probes each enabled one in parallel. */
+  @ApiErrors(400)
+  @Get('agents')
+  list(@Query() q: ListAgentsQueryDto): Promise<AgentDto[]> {
+    return this.agents.list(q.live ?? true);
+  }
+
+  /** Registers an agent (written to agents.yml, effective at once). */
+  @ApiErrors(400, 409)
+  @Post('agents')
+  create(@Body() body: CreateAgentDto, @ClientIp() client: string): Promise<AgentDto> {
+    return this.agents.create(body, client);
+  }
+
+  /** Derives registration parameters from a live agent; writes nothing. */
+  @ApiErrors(400, 502)
+  @Post('agents/probe')
+  @HttpCode(200)
+  probe(@Body() body: ProbeAgentDto): Promise<ProbeResultDto> {
+    return this.agents.probe(body);
+  }
+
+  /** Replaces an agent's settings; token "" keeps the current token. */
+  @ApiErrors(400, 404)
+  @Put('agents/:agent_id')
+  update(@Param('agent_id') id: string, @Body() body: UpdateAgentDto, @ClientIp() client: string): Promise<AgentDto> {
+    return this.agents.update(id, body, client);
+  }
+
+  /** Targets on that agent, as the agent reports them. */
+  @ApiErrors(404, 503)
+  @Get('agents/:agent_id/luns')
+  luns(@Param('agent_id') id: string): Promise<TargetDto[]> {
+    return this.agents.luns(id);
+  }
+
+  /** Creates a disk target on that agent (no ledger write). */
+  @ApiErrors(400, 404, 409, 503)
+  @Post('agents/:agent_id/luns/disk')
+  createDisk(@Param('agent_id') id: string, @Body() body: CreateDiskDto, @ClientIp() client: string): Promise<CreatedLunDto> {
+    return this.agents.createDisk(id, body, client);
+  }
+
+  /** Creates a CD (ISO) target on that agent (no ledger write). */
+  @ApiErrors(400, 404, 409, 503)
+  @Post('agents/:agent_id/luns/cd')
+  createCd(@Param('agent_id') id: string, @Body() body: CreateCdDto, @ClientIp() client: string): Promise<CreatedLunDto> {
+    return this.agents.createCd(id, body, client);
+  }
+
+  /** Deletes a target on that agent (ignore_missing turns its 404 into success). */
+  @ApiErrors(400, 404, 503)
+  @Delete('agents/:agent_id/luns')
+  deleteLun(@Param('agent_id') id: string, @Query() q: PassthroughDeleteQueryDto, @ClientIp() client: string): Promise<PassthroughDeletedDto> {
+    return this.agents.deleteLun(id, q.iqn, q.delete_file ?? false, q.ignore_missing ?? false, client);
+  }
+
+  /** Asks that agent to rebuild missing targets from its image directory. */
+  @ApiErrors(404, 503)
+  @Post('agents/:agent_id/luns/scan')
+  @HttpCode(200)
+  scan(@Param('agent_id') id: string, @ClientIp() client: string): Promise<ScanResultDto> {
+    return this.agents.scan(id, client);
+  }
+
+  /** Master images of every enabled disk-role agent. */
+  @ApiErrors(502)
+  @Get('masters')
+  masters(@ClientIp() client: string): Promise<MastersDto> {
+    return this.agents.masters(client);
+  }
+}

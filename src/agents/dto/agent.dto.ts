@@ -1,0 +1,171 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { ArrayMaxSize, IsArray, IsBoolean, IsOptional, IsString, MaxLength, ValidateNested } from 'class-validator';
+import { IsWorkerId, QueryBool } from '../../common/validators';
+
+export class AgentRoleDto {
+  /** May hold system disks (storage node). */
+  @IsOptional()
+  @IsBoolean()
+  disk?: boolean;
+
+  /** May serve install ISOs as CD targets. */
+  @IsOptional()
+  @IsBoolean()
+  cd?: boolean;
+}
+
+export class UpdateAgentDto {
+  /** Agent API address, http:// or https:// (a trailing / is dropped). */
+  @IsString()
+  @MaxLength(512)
+  base_url!: string;
+
+  /** Bearer token of the agent; `${ENV}` placeholders allowed. On PUT, "" keeps the current one. Never returned. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(512)
+  token?: string;
+
+  /** iSCSI data-plane address for workers; default: the host of base_url. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(255)
+  iscsi_server?: string;
+
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => AgentRoleDto)
+  role?: AgentRoleDto;
+
+  /** Free tags; `lio` / `stgt` also decide the iSCSI separator of /boot-vars. */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(32)
+  @IsString({ each: true })
+  @MaxLength(64, { each: true })
+  tags?: string[];
+
+  /** false drains the node: no new disks or CDs, no liveness probes; existing disks keep serving. */
+  @IsOptional()
+  @IsBoolean()
+  enabled?: boolean;
+}
+
+export class CreateAgentDto extends UpdateAgentDto {
+  /** Agent id (lower-cased; letters, digits, '.', '_', '-'). */
+  @IsWorkerId({ example: 'storage-stgt-01' })
+  id!: string;
+}
+
+export class ProbeAgentDto {
+  @IsString()
+  @MaxLength(512)
+  base_url!: string;
+
+  /** Needed when the agent has IPXE_AGENT_TOKEN. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(512)
+  token?: string;
+
+  /** Edit flow: with no token, use the registered agent's token. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(64)
+  agent_id?: string;
+}
+
+export class ListAgentsQueryDto {
+  /** Probe /healthz and /capabilities of every enabled agent (in parallel, short timeout). */
+  @IsOptional()
+  @QueryBool()
+  @ApiProperty({ type: Boolean, required: false, default: true })
+  live?: boolean = true;
+}
+
+export class AgentCapabilitiesDto {
+  backend!: string;
+  fs_type!: string;
+  cd!: boolean;
+  persistent!: string;
+  base_iqn!: string | null;
+  base_nqn?: string | null;
+  clone!: string;
+  empty_disk!: string;
+  transport?: string;
+}
+
+export class AgentRoleOutDto {
+  disk!: boolean;
+  cd!: boolean;
+}
+
+/** An agent as the API shows it: never its token. */
+export class AgentDto {
+  id!: string;
+  base_url!: string;
+  iscsi_server!: string;
+  role!: AgentRoleOutDto;
+  enabled!: boolean;
+  tags!: string[];
+  /** live=true only: ok | unreachable | error | disabled. */
+  @ApiProperty({ required: false, enum: ['ok', 'unreachable', 'error', 'disabled'] })
+  health?: string;
+  capabilities?: AgentCapabilitiesDto | null;
+  /** live=true: why the probe failed. */
+  error?: string;
+}
+
+export class ProbeResultDto {
+  base_url!: string;
+  role!: AgentRoleOutDto;
+  tags!: string[];
+  iscsi_server!: string;
+  enabled!: boolean;
+  backend!: string;
+  fs_type!: string;
+  base_iqn!: string | null;
+  clone!: string;
+  empty_disk!: string;
+  persistent!: string;
+}
+
+export class PassthroughDeleteQueryDto {
+  @IsString()
+  @MaxLength(223)
+  iqn!: string;
+
+  @IsOptional()
+  @QueryBool()
+  delete_file?: boolean = false;
+
+  /** Treat the agent's 404 `iqn not found` as success. */
+  @IsOptional()
+  @QueryBool()
+  ignore_missing?: boolean = false;
+}
+
+export class PassthroughDeletedDto {
+  deleted!: string;
+  delete_file!: boolean;
+  ignored_missing?: boolean;
+}
+
+export class MasterOutDto {
+  name!: string;
+  size!: number;
+  mtime!: number;
+}
+
+export class AgentMastersDto {
+  agent!: string;
+  iscsi_server!: string;
+  masters!: MasterOutDto[];
+  /** Set when this agent could not be asked. */
+  error?: string;
+}
+
+export class MastersDto {
+  agents!: AgentMastersDto[];
+}
