@@ -105,3 +105,33 @@ export function listTree(dir: string): string[] {
   if (fs.existsSync(dir)) walk(dir);
   return out.sort();
 }
+
+/** A storage agent as a real process (node dist/src/agent/main.js) on a loopback port. */
+export async function spawnAgent(env: Record<string, string>): Promise<{ proc: ChildProcess; url: string; stop: () => Promise<void> }> {
+  const port = env.IPXE_AGENT_PORT;
+  const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/agent/main.js')], {
+    env: { ...process.env, IPXE_AGENT_HOST: '127.0.0.1', IPXE_AGENT_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    if (proc.exitCode !== null) throw new Error(`agent exited with ${proc.exitCode}`);
+    try {
+      const r = await fetch(`${url}/healthz`);
+      if (r.ok) break;
+    } catch {
+      /* not yet */
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    proc,
+    url,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (proc.exitCode !== null) return resolve();
+        proc.once('exit', () => resolve());
+        proc.kill('SIGTERM');
+      }),
+  };
+}

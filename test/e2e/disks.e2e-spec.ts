@@ -1,0 +1,332 @@
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as path from 'node:path';
+import { FileSystem } from '../../src/store/file-system';
+import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
+import { startApp, tempDir, TestApp } from '../helpers/app';
+
+const IQN = 'iqn.2026-07.com.controller';
+const NQN = 'nqn.2026-07.com.controller';
+const off = process.pid % 500;
+const CONTROL = 4000 + off;
+const PORT_A = 24000 + off;
+const PORT_B = 24500 + off;
+const PORT_FAKE = 25000 + off;
+
+/** A misbehaving agent: hangs, 500s, drops connections or dribbles its body, per path. */
+function fakeAgent(): http.Server {
+  return http.createServer((req, res) => {
+    const mode = (req.url ?? '').split('?')[0];
+    if (mode === '/healthz') return res.end('{"status":"ok"}');
+    if (mode === '/capabilities') return; // hangs: timeouts
+    if (mode === '/masters') {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      return res.end('{"statusCode":500,"message":"disk on fire"}');
+    }
+    if (mode === '/luns') return req.socket.destroy(); // dropped connection
+    if (mode === '/luns/scan') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"created":');
+      return; // slow body that never ends
+    }
+    res.writeHead(404);
+    res.end();
+  });
+}
+
+describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root)', () => {
+  const tgtd = new Tgtd(CONTROL, CONTROL + 10000);
+  const dir = tempDir('kurrent-disks-');
+  const diskA = path.join(dir, 'a/images');
+  const diskB = path.join(dir, 'b/images');
+  let agentA: Awaited<ReturnType<typeof spawnAgent>>;
+  let agentB: Awaited<ReturnType<typeof spawnAgent>>;
+  const fake = fakeAgent();
+  let t: TestApp;
+  const mbr = Buffer.from('KURRENT-MBR'.padEnd(446, '.'));
+
+  beforeAll(async () => {
+    await tgtd.start();
+    makeFile(path.join(diskA, '_tpl_ubuntu_2204.img'), 64 << 20, [{ offset: 0, bytes: mbr }]);
+    makeFile(path.join(diskA, 'Win11_24H2.iso'), 4 << 20);
+    makeFile(path.join(diskB, '_tpl_ubuntu_2204.img'), 64 << 20, [{ offset: 0, bytes: mbr }]);
+    makeFile(path.join(diskB, '_tpl_debian_12.img'), 64 << 20, [{ offset: 0, bytes: mbr }]);
+    [agentA, agentB] = await Promise.all([
+      spawnAgent({ IPXE_AGENT_PORT: String(PORT_A), IPXE_AGENT_BACKEND: 'stgt', IPXE_AGENT_TGT_CONTROL_PORT: String(CONTROL), IPXE_AGENT_TOKEN: 'token-a', DISK_DIR: diskA, IPXE_AGENT_STATE_DIR: path.join(dir, 'a/state') }),
+      spawnAgent({ IPXE_AGENT_PORT: String(PORT_B), IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'b/nvmet'), IPXE_AGENT_TOKEN: 'token-b', DISK_DIR: diskB, IPXE_AGENT_STATE_DIR: path.join(dir, 'b/state') }),
+    ]);
+    await new Promise<void>((r) => fake.listen(PORT_FAKE, '127.0.0.1', r));
+  });
+  afterAll(async () => {
+    await Promise.all([agentA?.stop(), agentB?.stop()]);
+    await tgtd.stop();
+    fake.closeAllConnections();
+    await new Promise((r) => fake.close(r));
+  });
+  beforeEach(async () => {
+    t = await startApp({ AGENT_A_TOKEN: 'token-a', IPXE_CP_AGENT_PROBE_TIMEOUT_MS: '500', IPXE_CP_AGENT_TIMEOUT_MS: '3000' });
+  });
+  afterEach(async () => {
+    // Leave the real agents empty for the next test.
+    for (const w of (await t.req('GET', '/workers')).body) await t.req('DELETE', `/workers/${w.worker_id}?delete_disk=true&ignore_missing_target=true`);
+    for (const a of ['a', 'b']) {
+      const luns = await t.req('GET', `/agents/${a}/luns`);
+      if (luns.status === 200) for (const l of luns.body) await t.req('DELETE', `/agents/${a}/luns?iqn=${l.iqn}&delete_file=${!l.cd}`);
+    }
+    await t.close();
+  });
+
+  const register = async (withFake = false) => {
+    expect((await t.req('POST', '/agents', { id: 'A', base_url: `http://127.0.0.1:${PORT_A}/`, token: '${AGENT_A_TOKEN}', iscsi_server: '192.168.80.3', role: { disk: true, cd: true }, tags: ['storage', 'stgt'] })).status).toBe(201);
+    expect((await t.req('POST', '/agents', { id: 'b', base_url: `http://127.0.0.1:${PORT_B}`, token: 'token-b', role: { disk: true } })).status).toBe(201);
+    if (withFake) await t.req('POST', '/agents', { id: 'fake', base_url: `http://127.0.0.1:${PORT_FAKE}`, role: { disk: true, cd: false } });
+  };
+
+  it('registers agents (201/400/409), never returns tokens, keeps a blank token on PUT, probes', async () => {
+    await register();
+    const yml = t.read('config/agents.yml');
+    expect(yml).toContain('token: ${AGENT_A_TOKEN}');
+    expect(fs.statSync(path.join(t.dir, 'config/agents.yml')).mode & 0o777).toBe(0o600);
+    const list = await t.req('GET', '/agents?live=false');
+    expect(list.body).toEqual([
+      { id: 'a', base_url: `http://127.0.0.1:${PORT_A}`, iscsi_server: '192.168.80.3', role: { disk: true, cd: true }, enabled: true, tags: ['storage', 'stgt'] },
+      { id: 'b', base_url: `http://127.0.0.1:${PORT_B}`, iscsi_server: '127.0.0.1', role: { disk: true, cd: false }, enabled: true, tags: [] },
+    ]);
+    expect(list.text).not.toContain('token');
+    expect((await t.req('POST', '/agents', { id: 'a', base_url: 'http://x' })).status).toBe(409);
+    for (const body of [{ id: 'a/b', base_url: 'http://x' }, { id: 'ok', base_url: 'ftp://x' }, { id: 'ok', base_url: 'x' }, { id: 'ok' }]) {
+      expect([JSON.stringify(body), (await t.req('POST', '/agents', body)).status]).toEqual([JSON.stringify(body), 400]);
+    }
+    const put = await t.req('PUT', '/agents/b', { base_url: `http://127.0.0.1:${PORT_B}`, token: '', role: { disk: true }, tags: ['storage', 'nvmet'] });
+    expect(put.status).toBe(200);
+    expect(t.read('config/agents.yml')).toContain('token: token-b');
+    expect((await t.req('PUT', '/agents/nope', { base_url: 'http://x' })).status).toBe(404);
+    const probe = await t.req('POST', '/agents/probe', { base_url: `http://127.0.0.1:${PORT_A}`, agent_id: 'a' });
+    expect(probe.body).toEqual({
+      base_url: `http://127.0.0.1:${PORT_A}`,
+      role: { disk: true, cd: true },
+      tags: ['storage', 'stgt'],
+      iscsi_server: '127.0.0.1',
+      enabled: true,
+      backend: 'stgt',
+      fs_type: expect.any(String),
+      base_iqn: IQN,
+      clone: expect.any(String),
+      empty_disk: 'truncate (sparse)',
+      persistent: expect.any(String),
+    });
+    expect((await t.req('POST', '/agents/probe', { base_url: `http://127.0.0.1:${PORT_A}`, token: 'wrong' })).status).toBe(502);
+    expect((await t.req('POST', '/agents/probe', { base_url: `http://127.0.0.1:${PORT_FAKE + 1}` })).status).toBe(502);
+    expect((await t.req('POST', '/agents/probe', { base_url: 'nope' })).status).toBe(400);
+  });
+
+  it('lists live health in parallel: a hanging agent costs one probe timeout, not the list', async () => {
+    await register(true);
+    await t.req('PUT', '/agents/b', { base_url: `http://127.0.0.1:${PORT_B}`, enabled: false, role: { disk: true } });
+    const t0 = Date.now();
+    const r = await t.req('GET', '/agents?live=true');
+    const ms = Date.now() - t0;
+    expect(ms).toBeLessThan(5000); // loose: the bench measures it; this only proves parallel + bounded
+    const by = Object.fromEntries(r.body.map((a: any) => [a.id, a]));
+    expect(by.a).toMatchObject({ health: 'ok', capabilities: { backend: 'stgt', base_iqn: IQN, cd: true } });
+    expect(by.b).toMatchObject({ health: 'disabled', capabilities: null });
+    expect(by.fake).toMatchObject({ health: 'unreachable', capabilities: null, error: expect.stringMatching(/timeout after 500 ms/) });
+  });
+
+  it('GET /masters: per-agent errors with an audit record, 502 when all fail, [] with none', async () => {
+    expect((await t.req('GET', '/masters')).body).toEqual({ agents: [] });
+    await register(true);
+    const r = await t.req('GET', '/masters');
+    expect(r.status).toBe(200);
+    const by = Object.fromEntries(r.body.agents.map((a: any) => [a.agent, a]));
+    expect(by.a.masters.map((m: any) => m.name)).toEqual(['_tpl_ubuntu_2204.img']);
+    expect(by.a.iscsi_server).toBe('192.168.80.3');
+    expect(by.b.masters.map((m: any) => m.name)).toEqual(['_tpl_debian_12.img', '_tpl_ubuntu_2204.img']);
+    expect(by.fake).toMatchObject({ masters: [], error: expect.stringContaining('disk on fire') });
+    expect((await t.req('GET', '/operations')).body.entries.find((e: any) => e.op === 'master.list')).toMatchObject({ status: 'failed', agent: 'fake' });
+    for (const id of ['a', 'b']) await t.req('PUT', `/agents/${id}`, { base_url: `http://127.0.0.1:${PORT_FAKE + 2}`, role: { disk: true } });
+    expect((await t.req('GET', '/masters')).status).toBe(502);
+  });
+
+  it('passes LUN calls through with role checks and the agent error shape; misbehaving agents map to 503/502', async () => {
+    await register(true);
+    const d = await t.req('POST', '/agents/a/luns/disk', { iqn: `${IQN}:manual.ubuntu`, size: '1G' });
+    expect(d.status).toBe(201);
+    expect(tgtd.show()).toContain(`${IQN}:manual.ubuntu`);
+    const dup = await t.req('POST', '/agents/a/luns/disk', { iqn: `${IQN}:manual.ubuntu`, size: '1G' });
+    expect([dup.status, dup.body.agent, dup.body.error]).toEqual([409, 'a', expect.stringMatching(/exists/)]);
+    const mismatch = await t.req('POST', '/agents/a/luns/disk', { iqn: 'iqn.2026-07.com.other:x', size: '1G' });
+    expect([mismatch.status, mismatch.body.agent, mismatch.body.error]).toEqual([400, 'a', expect.stringMatching(/^iqn base mismatch: /)]);
+    expect((await t.req('GET', '/agents/a/luns')).body.map((l: any) => l.iqn)).toContain(`${IQN}:manual.ubuntu`);
+    expect((await t.req('POST', '/agents/b/luns/cd', { iso: 'x.iso' })).body.message).toBe('agent b not configured for cd role');
+    expect((await t.req('GET', '/agents/ghost/luns')).body.message).toBe('agent not found: ghost');
+    const del = await t.req('DELETE', `/agents/a/luns?iqn=${IQN}:manual.ubuntu&delete_file=true`);
+    expect(del.body).toEqual({ deleted: `${IQN}:manual.ubuntu`, delete_file: true });
+    expect((await t.req('DELETE', `/agents/a/luns?iqn=${IQN}:manual.ubuntu`)).status).toBe(404);
+    expect((await t.req('DELETE', `/agents/a/luns?iqn=${IQN}:manual.ubuntu&ignore_missing=true`)).body).toEqual({
+      deleted: `${IQN}:manual.ubuntu`,
+      delete_file: false,
+      ignored_missing: true,
+    });
+    expect((await t.req('POST', '/agents/a/luns/scan')).status).toBe(200);
+    // The fake agent: dropped connection, slow body (timeout), 5xx.
+    const dropped = await t.req('GET', '/agents/fake/luns');
+    expect([dropped.status, dropped.body.agent]).toEqual([503, 'fake']);
+    const slow = await t.req('POST', '/agents/fake/luns/scan');
+    expect([slow.status, slow.body.error]).toEqual([503, 'timeout after 3000 ms']);
+    const ops = (await t.req('GET', '/operations')).body.entries.map((e: any) => `${e.op}:${e.status}`);
+    expect(ops).toEqual(expect.arrayContaining(['agent.create_disk:ok', 'agent.create_disk:failed', 'agent.scan:failed']));
+  });
+
+  it('creates, projects, defaults and deletes worker disks on stgt; boot-vars follows', async () => {
+    await register();
+    await t.req('POST', '/devices', { mac: '02:00:00:00:00:01' });
+    await t.req('POST', '/workers', { worker_id: 'w1', mac: '02:00:00:00:00:01' });
+    const r = await t.req('POST', '/workers/w1/luns/disk', { type: 'master', os: 'Ubuntu', name: '_tpl_ubuntu_2204.img', disk_agent: 'a' });
+    expect(r.status).toBe(201);
+    expect(r.body).toMatchObject({ state: 'ready', readiness: 'ready', mac: '02:00:00:00:00:01' });
+    expect(r.body.disks).toEqual([
+      {
+        agent: 'a',
+        transport: 'iscsi',
+        iqn: `${IQN}:w1.ubuntu`,
+        filename: 'w1.ubuntu.img',
+        backing: path.join(diskA, 'w1.ubuntu.img'),
+        os: 'ubuntu',
+        os_version: null,
+        os_tag: expect.stringMatching(/^[0-9a-f]{12}$/),
+        source: { type: 'master', name: '_tpl_ubuntu_2204.img' },
+      },
+    ]);
+    expect(fs.readFileSync(path.join(diskA, 'w1.ubuntu.img')).subarray(0, 11).toString()).toBe('KURRENT-MBR');
+    expect(tgtd.show()).toContain(`${IQN}:w1.ubuntu`);
+    expect((await t.req('POST', '/workers/w1/luns/disk', { type: 'empty', os: 'ubuntu', size: '1G', disk_agent: 'a' })).status).toBe(409);
+    const bv = await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1&format=json');
+    expect(bv.body).toEqual({ base_iqn: IQN, iscsi_server: '192.168.80.3', iscsi_sep: ':::1:', menu_default: 'reboot', menu_timeout: 1 });
+    expect((await t.req('PUT', '/workers/w1/default-os', { os: 'windows' })).status).toBe(400);
+    await t.req('PUT', '/workers/w1/default-os', { os: 'ubuntu', menu_default: 'ubuntu' });
+    expect((await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1')).text).toBe(
+      `#!ipxe\n# boot vars for w1\nset base-iqn ${IQN}\nset iscsi-server 192.168.80.3\nset iscsi-sep :::1:\nset menu-default ubuntu\nset menu-timeout 5000\n`,
+    );
+    const st = (await t.req('GET', '/workers/w1/status')).body.actual;
+    expect(st.disks).toEqual([{ os: 'ubuntu', exists: true, target: { iqn: `${IQN}:w1.ubuntu`, luns: [{ backing: path.join(diskA, 'w1.ubuntu.img') }] } }]);
+    const del = await t.req('DELETE', '/workers/w1/luns/disk/UBUNTU?delete_file=true');
+    expect(del.status).toBe(200);
+    expect(del.body).toMatchObject({ state: 'registered', disks: [], default_os: null, boot: { menu_default: null } });
+    expect(fs.existsSync(path.join(diskA, 'w1.ubuntu.img'))).toBe(false);
+    expect(tgtd.show()).not.toContain('w1.ubuntu');
+    expect((await t.req('DELETE', '/workers/w1/luns/disk/ubuntu')).status).toBe(404);
+    expect((await t.req('POST', '/workers/w1/luns/disk', { type: 'master', os: 'ubuntu' })).body.message).toBe('name: required when type=master');
+    expect((await t.req('POST', '/workers/w1/luns/disk', { type: 'empty', os: 'plan9', size: '1G' })).status).toBe(400);
+    expect((await t.req('POST', '/workers/nope/luns/disk', { type: 'empty', os: 'ubuntu', size: '1G' })).status).toBe(404);
+  });
+
+  it('places disks on the healthy agent holding the master with the fewest disks; nvmet disks get NQNs', async () => {
+    await register();
+    await t.req('POST', '/workers/batch', { count: 3 });
+    // Only b holds the debian master.
+    const deb = await t.req('POST', '/workers/worker-01/luns/disk', { type: 'master', os: 'debian', name: '_tpl_debian_12.img' });
+    expect(deb.status).toBe(201);
+    const disk = deb.body.disks[0];
+    expect(disk).toMatchObject({ agent: 'b', transport: 'nvme-tcp', os: 'debian', filename: `worker-01.${disk.os_tag}.img` });
+    expect(disk.nqn).toBe(`${NQN}:worker-01.${disk.os_tag}`);
+    expect(fs.existsSync(path.join(dir, 'b/nvmet/subsystems', disk.nqn, 'namespaces/1/device_path'))).toBe(true);
+    // Both hold ubuntu; b already has one disk, so a gets the next, then they alternate.
+    const u1 = await t.req('POST', '/workers/worker-02/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_ubuntu_2204.img' });
+    expect(u1.body.disks[0].agent).toBe('a');
+    const u2 = await t.req('POST', '/workers/worker-03/luns/disk', { type: 'empty', os: 'ubuntu', size: '2G' });
+    expect(['a', 'b']).toContain(u2.body.disks[0].agent);
+    // Drained agents take no new disks.
+    await t.req('PUT', '/agents/b', { base_url: `http://127.0.0.1:${PORT_B}`, role: { disk: true }, enabled: false });
+    expect((await t.req('POST', '/workers/worker-03/luns/disk', { type: 'master', os: 'debian', name: '_tpl_debian_12.img' })).status).toBe(503);
+    expect((await t.req('POST', '/workers/worker-03/luns/disk', { type: 'master', os: 'debian', name: '_tpl_debian_12.img', disk_agent: 'b' })).body.message).toMatch(/drained/);
+  });
+
+  it('batch: dry_run returns the plan and changes nothing; execution follows it and sets default_os', async () => {
+    await register();
+    await t.req('POST', '/workers/batch', { count: 4 });
+    await t.req('POST', '/workers/worker-02/luns/disk', { type: 'empty', os: 'ubuntu', size: '1G', disk_agent: 'a' });
+    const body = {
+      type: 'master',
+      os: 'ubuntu',
+      name: '_tpl_ubuntu_2204.img',
+      targets: [{ worker_id: 'worker-01', agent: 'a' }, { worker_id: 'worker-02', agent: 'a' }, { worker_id: 'worker-03' }, { worker_id: 'ghost', agent: 'a' }],
+    };
+    const before = t.snapshot();
+    const plan = await t.req('POST', '/workers/luns/disk/batch', { ...body, dry_run: true });
+    expect(plan.status).toBe(200);
+    expect(t.snapshot()['state/workers.yml']).toBe(before['state/workers.yml']);
+    expect(plan.body).toEqual({
+      dry_run: true,
+      succeeded: [
+        { worker_id: 'worker-01', agent: 'a', iqn: `${IQN}:worker-01.ubuntu` },
+        { worker_id: 'worker-03', agent: 'b', iqn: expect.stringMatching(new RegExp(`^${NQN}:worker-03\\.[0-9a-f]{12}$`)) },
+      ],
+      skipped: [{ worker_id: 'worker-02', reason: 'already has a ubuntu system disk' }],
+      failed: [{ worker_id: 'ghost', agent: 'a', error: 'worker not found: ghost' }],
+    });
+    const run = await t.req('POST', '/workers/luns/disk/batch', body);
+    expect(run.body.succeeded.map((s: any) => [s.worker_id, s.agent])).toEqual([
+      ['worker-01', 'a'],
+      ['worker-03', 'b'],
+    ]);
+    expect(run.body.skipped).toEqual(plan.body.skipped);
+    expect(run.body.failed).toEqual(plan.body.failed);
+    expect((await t.req('GET', '/workers/worker-01')).body).toMatchObject({ default_os: 'ubuntu', state: 'ready' });
+    expect((await t.req('GET', '/workers/worker-02')).body.default_os).toBeNull();
+  });
+
+  it('windows_iso: CD target on the cd-role agent, state installing; worker delete removes CD then disks', async () => {
+    await register();
+    await t.req('POST', '/devices', { mac: '02:00:00:00:00:11' });
+    const r = await t.req('POST', '/workers', { worker_id: 'win', mac: '02:00:00:00:00:11', windows_iso: 'Win11_24H2.iso', boot: { menu_default: 'menu-install', menu_timeout: 3000 } });
+    expect(r.status).toBe(201);
+    expect(r.body).toMatchObject({ state: 'installing', disks: [], cd: { agent: 'a', iqn: `${IQN}:win.windows.iso`, iso: 'Win11_24H2.iso', backing: path.join(diskA, 'Win11_24H2.iso') } });
+    expect(tgtd.show()).toMatch(new RegExp(`${IQN}:win\\.windows\\.iso[\\s\\S]*Type: cd/dvd`));
+    const d = await t.req('POST', '/workers/win/luns/disk', { type: 'empty', os: 'windows', size: '8G', disk_agent: 'a' });
+    expect(d.body.state).toBe('installing');
+    expect((await t.req('POST', '/workers', { worker_id: 'win2', windows_iso: 'Missing.iso' })).status).toBe(404);
+    expect((await t.req('GET', '/workers/win2')).status).toBe(404);
+    const del = await t.req('DELETE', '/workers/win?delete_disk=true');
+    expect(del.body).toEqual({ deleted: 'win', delete_disk: true, dnsmasq_removed: true });
+    expect(tgtd.show()).not.toContain('win.');
+    expect(fs.existsSync(path.join(diskA, 'Win11_24H2.iso'))).toBe(true); // the shared ISO stays
+    expect(fs.existsSync(path.join(diskA, 'win.windows.img'))).toBe(false);
+    const ops = (await t.req('GET', '/operations')).body.entries.filter((e: any) => e.op === 'agent.delete_disk').map((e: any) => e.iqn);
+    expect(ops).toEqual([`${IQN}:win.windows.iso`, `${IQN}:win.windows`]);
+  });
+
+  it('a missing target blocks deletion unless ignore_missing_target; status shows it gone', async () => {
+    await register();
+    await t.req('POST', '/workers/batch', { count: 2 });
+    await t.req('POST', '/workers/luns/disk/batch', { type: 'empty', os: 'ubuntu', size: '1G', targets: [{ worker_id: 'worker-01', agent: 'a' }, { worker_id: 'worker-02', agent: 'a' }] });
+    await t.req('DELETE', `/agents/a/luns?iqn=${IQN}:worker-01.ubuntu`);
+    expect((await t.req('GET', '/workers/worker-01/status')).body.actual.disks).toEqual([{ os: 'ubuntu', exists: false, target: null }]);
+    const blocked = await t.req('DELETE', '/workers/worker-01');
+    expect([blocked.status, blocked.body.agent]).toEqual([404, 'a']);
+    expect((await t.req('GET', '/workers/worker-01')).status).toBe(200);
+    const r = await t.req('POST', '/workers/delete/batch', { worker_ids: ['worker-01', 'worker-02'], ignore_missing_target: true, delete_disk: true });
+    expect(r.body.succeeded.map((s: any) => s.worker_id)).toEqual(['worker-01', 'worker-02']);
+    expect(tgtd.show()).not.toContain('worker-02.ubuntu');
+  });
+
+  it('a disk whose ledger write fails leaves no target behind', async () => {
+    await register();
+    await t.req('POST', '/workers', { worker_id: 'w9' });
+    const fsys = t.app.get(FileSystem);
+    const orig = fsys.writeAtomic.bind(fsys);
+    fsys.writeAtomic = async (file: string, data: string | Buffer, mode?: number) => {
+      if (file.endsWith('workers.yml')) throw new Error('disk full (injected)');
+      return orig(file, data, mode);
+    };
+    const r = await t.req('POST', '/workers/w9/luns/disk', { type: 'empty', os: 'ubuntu', size: '1G', disk_agent: 'a' });
+    fsys.writeAtomic = orig;
+    expect(r.status).toBe(500);
+    expect(r.body.message).toMatch(/target removed again/);
+    expect(tgtd.show()).not.toContain('w9.ubuntu');
+    expect(fs.existsSync(path.join(diskA, 'w9.ubuntu.img'))).toBe(false);
+    expect((await t.req('GET', '/workers/w9')).body.disks).toEqual([]);
+    const ops = (await t.req('GET', '/operations')).body.entries.filter((e: any) => e.op === 'agent.delete_disk');
+    expect(ops.pop()).toMatchObject({ status: 'ok', iqn: `${IQN}:w9.ubuntu`, reason: 'rollback: ledger write failed' });
+  });
+});
