@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests run for real (dnsmasq, ip netns, tgtd, btrfs, nvme-cli;
-# wrk for the benches)
+# Installs the Debian packages the tests run for real (dnsmasq, ip netns, tgtd, btrfs, nvme-cli,
+# qemu with Debian's iPXE ROM; wrk for the benches)
 # when they are missing. Runs as `pretest`, so `npm test` works on a fresh machine (as root).
 set -euo pipefail
 need=()
@@ -11,6 +11,8 @@ command -v pkill >/dev/null 2>&1 || need+=(procps)
 command -v tgtd >/dev/null 2>&1 || need+=(tgt)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
 command -v nvme >/dev/null 2>&1 || need+=(nvme-cli)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+[ -f /usr/lib/ipxe/qemu/pxe-e1000.rom ] || need+=(ipxe-qemu)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing ${need[*]}; run as root or: apt-get install -y ${need[*]}" >&2

@@ -1,0 +1,90 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { spawnAgent, Tgtd } from '../helpers/agent';
+import { startApp, tempDir, TestApp } from '../helpers/app';
+import { BOOT_MARKER, writeBootableMaster } from '../helpers/images';
+
+/**
+ * A real boot: qemu (TCG) with Debian's iPXE ROM, user-mode network (the guest sees host
+ * loopback as 10.0.2.2, TFTP serves docker/tftp), iPXE runs the shipped boot.ipxe ->
+ * boot.ipxe.cfg -> /devices/report -> /boot-vars -> menu.ipxe -> sanboot from tgtd, and the
+ * worker disk (a clone of the master) prints its marker on the serial port.
+ */
+describe('PXE + iSCSI boot of a worker disk in qemu', () => {
+  const dir = tempDir('kurrent-boot-');
+  const CP_PORT = 4839 + 100 + (process.pid % 50);
+  const AGENT_PORT = 4840 + 200 + (process.pid % 50);
+  const CONTROL = 7000 + (process.pid % 500);
+  const tgtd = new Tgtd(CONTROL, 3260);
+  let agent: Awaited<ReturnType<typeof spawnAgent>>;
+  let t: TestApp;
+  let qemu: ChildProcess | undefined;
+
+  beforeAll(async () => {
+    await tgtd.start();
+    fs.mkdirSync(path.join(dir, 'images'), { recursive: true });
+    writeBootableMaster(path.join(dir, 'images', '_tpl_boot.img'));
+    agent = await spawnAgent({
+      IPXE_AGENT_PORT: String(AGENT_PORT),
+      IPXE_AGENT_BACKEND: 'stgt',
+      IPXE_AGENT_TGT_CONTROL_PORT: String(CONTROL),
+      DISK_DIR: path.join(dir, 'images'),
+      IPXE_AGENT_STATE_DIR: path.join(dir, 'agent-state'),
+    });
+    t = await startApp({ IPXE_CP_TOKEN: 'boot-test' }, { dir: path.join(dir, 'cp') });
+    await t.app.listen(CP_PORT, '127.0.0.1');
+  });
+
+  afterAll(async () => {
+    qemu?.kill('SIGKILL');
+    await t?.close();
+    await agent?.stop();
+    await tgtd.stop();
+  });
+
+  it('boots the disk bound to its MAC and only that one', async () => {
+    const MAC = '52:54:00:12:34:56';
+    expect((await t.req('POST', '/agents', { id: 'st1', base_url: `http://127.0.0.1:${AGENT_PORT}`, iscsi_server: '10.0.2.2', role: { disk: true }, tags: ['storage', 'stgt'] })).status).toBe(201);
+    await t.req('POST', '/workers', { worker_id: 'seat-01' });
+    const disk = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_boot.img' });
+    expect(disk.status).toBe(201);
+    await t.req('PUT', '/workers/seat-01/default-os', { os: 'ubuntu', menu_timeout: 100 });
+
+    // TFTP root: the shipped iPXE scripts, pointed at this control plane.
+    const tftp = path.join(dir, 'tftp');
+    fs.mkdirSync(tftp);
+    for (const f of ['boot.ipxe', 'boot.ipxe.cfg', 'menu.ipxe']) fs.copyFileSync(path.join(__dirname, '../../docker/tftp', f), path.join(tftp, f));
+    const cfg = path.join(tftp, 'boot.ipxe.cfg');
+    fs.writeFileSync(cfg, fs.readFileSync(cfg, 'utf8').replace(/^set controller .*$/m, `set controller http://10.0.2.2:${CP_PORT}`));
+
+    const serial = path.join(dir, 'serial.log');
+    const boot = async (): Promise<string> => {
+      fs.writeFileSync(serial, '');
+      qemu = spawn('qemu-system-x86_64', [
+        '-accel', 'tcg', '-m', '256', '-display', 'none', '-no-reboot', '-boot', 'n',
+        '-netdev', `user,id=n0,tftp=${tftp},bootfile=boot.ipxe,hostname=seat-01`,
+        '-device', `e1000,netdev=n0,mac=${MAC},romfile=/usr/lib/ipxe/qemu/pxe-e1000.rom`,
+        '-serial', `file:${serial}`,
+      ], { stdio: 'ignore' });
+      const end = Date.now() + 150_000;
+      while (Date.now() < end && qemu.exitCode === null) {
+        if (fs.readFileSync(serial, 'latin1').includes(BOOT_MARKER)) break;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      const out = fs.readFileSync(serial, 'latin1');
+      qemu.kill('SIGKILL');
+      return out;
+    };
+
+    // 1. Unknown device: it reports (enters the pool) and gets the reboot loop, not the disk.
+    const first = await boot();
+    expect(first).not.toContain(BOOT_MARKER);
+    expect((await t.req('GET', `/devices/${MAC}`)).body).toMatchObject({ state: 'pooled', source: 'ipxe' });
+
+    // 2. Bound to seat-01: the same machine now boots seat-01's disk over iSCSI.
+    expect((await t.req('POST', `/devices/${MAC}/bind?worker_id=seat-01`)).status).toBe(200);
+    const second = await boot();
+    expect(second).toContain(BOOT_MARKER);
+  });
+});
