@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { ApiError, badRequest, conflict, notFound } from '../common/api-error';
 import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
@@ -21,7 +21,7 @@ export type Capabilities = AgentCapabilitiesDto;
 
 /** Agents registry, liveness, LUN passthrough and the masters view. */
 @Injectable()
-export class AgentsService {
+export class AgentsService implements OnApplicationBootstrap {
   /** Last capabilities seen per agent: /boot-vars reads the backend from here, never from the network. */
   private readonly caps = new Map<string, Capabilities>();
 
@@ -32,6 +32,11 @@ export class AgentsService {
     private readonly store: LedgerStore,
     private readonly audit: AuditService,
   ) {}
+
+  /** Warm the capabilities cache in the background, so /boot-vars knows each backend early. */
+  onApplicationBootstrap(): void {
+    for (const a of this.registry.all()) if (a.enabled) void this.capabilities(a).catch(() => undefined);
+  }
 
   /** Data-plane address: iscsi_server, else the host of base_url. */
   dataAddress(a: AgentRecord): string {
