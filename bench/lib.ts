@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { loadConfig } from '../src/config/app-config';
 import { FileSystem } from '../src/store/file-system';
 import { LedgerStore } from '../src/store/ledger.store';
-import { emptyFingerprint } from '../src/store/records';
+import { emptyFingerprint, newDevice, newWorker } from '../src/store/records';
 
 export interface WrkResult {
   rps: number;
@@ -55,28 +55,19 @@ export async function seedLedger(dir: string, n: number): Promise<void> {
   await store.commit((tx) => {
     for (let i = 0; i < n; i++) {
       const id = workerOf(i);
-      tx.workers.set(id, {
-        worker_id: id,
-        hostname: id,
-        arch: 'x86_64',
-        state: 'registered',
-        disks: [],
-        cd: null,
-        default_os: null,
-        boot: { menu_default: 'exit', menu_timeout: 3000 },
-        created_at: now,
-      });
-      tx.devices.set(macOf(i), {
-        mac: macOf(i),
-        uuid: `4c4c4544-0000-1000-8000-${String(i).padStart(12, '0')}`,
-        state: 'bound',
-        bound_worker_id: id,
-        key_hash: null,
-        source: 'ipxe',
-        fingerprint: { ...emptyFingerprint(), manufacturer: 'ACME', product: 'Seat', serial: `SN${i}`, mem_total: 32768 },
-        first_seen: now,
-        last_seen: now,
-      });
+      tx.workers.set(id, newWorker(id, { boot: { menu_default: 'exit', menu_timeout: 3000 }, created_at: now }));
+      tx.devices.set(
+        macOf(i),
+        newDevice(macOf(i), {
+          uuid: `4c4c4544-0000-1000-8000-${String(i).padStart(12, '0')}`,
+          state: 'bound',
+          bound_worker_id: id,
+          source: 'ipxe',
+          fingerprint: { ...emptyFingerprint(), manufacturer: 'ACME', product: 'Seat', serial: `SN${i}`, mem_total: 32768 },
+          first_seen: now,
+          last_seen: now,
+        }),
+      );
     }
   });
 }

@@ -6,7 +6,7 @@ import { AuditService } from '../audit/audit.service';
 import { reloadFailed } from '../dnsmasq/dnsmasq.service';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
-import { DeviceRecord, emptyFingerprint, Fingerprint } from '../store/records';
+import { DeviceRecord, emptyFingerprint, Fingerprint, newDevice } from '../store/records';
 import { BindingService } from './binding.service';
 import type {
   BatchBindDto,
@@ -95,17 +95,10 @@ export class DevicesService {
       return '';
     }
     if (!this.settings.autoRegister) return '';
-    devices.touch(mac, {
+    devices.touch(
       mac,
-      uuid,
-      state: 'pooled',
-      bound_worker_id: null,
-      key_hash: null,
-      source: 'ipxe',
-      fingerprint: mergeFingerprint(emptyFingerprint(), reported),
-      first_seen: now,
-      last_seen: now,
-    });
+      newDevice(mac, { uuid, source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now }),
+    );
     this.store.scheduleFlush();
     this.audit
       .record('device.register', { mac, source: 'ipxe', client })
@@ -364,17 +357,7 @@ export class DevicesService {
     fingerprint.manufacturer = dto.manufacturer?.trim() || null;
     fingerprint.product = dto.product?.trim() || null;
     fingerprint.serial = dto.serial?.trim() || null;
-    return {
-      mac: dto.mac,
-      uuid: dto.uuid?.trim() || null,
-      state: 'pooled',
-      bound_worker_id: null,
-      key_hash: null,
-      source: 'manual',
-      fingerprint,
-      first_seen: null,
-      last_seen: null,
-    };
+    return newDevice(dto.mac, { uuid: dto.uuid?.trim() || null, fingerprint });
   }
 
   parseMac(raw: string): string {

@@ -181,3 +181,35 @@ export const validateWorker: Validator<WorkerRecord> = (key, v) => {
     },
   };
 };
+
+/** A fresh worker entry: registered, no disks, no CD, no default boot. */
+export function newWorker(id: string, fields: Partial<WorkerRecord> = {}): WorkerRecord {
+  return {
+    worker_id: id,
+    hostname: id,
+    arch: 'x86_64',
+    state: 'registered',
+    disks: [],
+    cd: null,
+    default_os: null,
+    boot: { menu_default: null, menu_timeout: null },
+    created_at: null,
+    ...fields,
+  };
+}
+
+/** A fresh device entry: pooled, unbound, empty fingerprint. */
+export function newDevice(mac: string, fields: Partial<DeviceRecord> = {}): DeviceRecord {
+  return {
+    mac,
+    uuid: null,
+    state: 'pooled',
+    bound_worker_id: null,
+    key_hash: null,
+    source: 'manual',
+    fingerprint: emptyFingerprint(),
+    first_seen: null,
+    last_seen: null,
+    ...fields,
+  };
+}

@@ -6,7 +6,7 @@ import { AuditService } from '../audit/audit.service';
 import { BindingService } from '../devices/binding.service';
 import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
-import { CdRecord, WorkerRecord } from '../store/records';
+import { CdRecord, newWorker, WorkerRecord } from '../store/records';
 import { AgentsService } from '../agents/agents.service';
 import type { TargetDto } from '../agent/luns/dto/luns.dto';
 import { DisksService, workerState } from './disks.service';
@@ -361,17 +361,14 @@ export class WorkersService {
     if (tx.workers.has(id)) throw conflict(`worker already exists: ${id}`);
     const host = hostname ?? id;
     this.checkHostnameFree(tx, host, id);
-    const w: WorkerRecord = {
-      worker_id: id,
+    const w = newWorker(id, {
       hostname: host,
       arch: arch ?? 'x86_64',
       state: cd ? 'installing' : 'registered',
-      disks: [],
       cd,
-      default_os: null,
       boot: { menu_default: boot?.menu_default ?? null, menu_timeout: boot?.menu_timeout ?? null },
       created_at: this.clock.isoNow(),
-    };
+    });
     tx.workers.set(id, w);
     return w;
   }

@@ -3,7 +3,7 @@ import { DnsmasqService } from '../../src/dnsmasq/dnsmasq.service';
 import { ProcessRunner } from '../../src/common/process-runner';
 import { FileSystem } from '../../src/store/file-system';
 import { LedgerStore } from '../../src/store/ledger.store';
-import { DeviceRecord, emptyFingerprint, WorkerRecord } from '../../src/store/records';
+import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/store/records';
 
 /** In-memory FileSystem: the service never touches the disk. */
 class MemFs extends FileSystem {
@@ -50,28 +50,8 @@ function setup(env: Record<string, string>) {
   const store = new LedgerStore(config, fs);
   const runner = new FakeRunner();
   const svc = new DnsmasqService(config, fs, store, runner);
-  const device = (mac: string, worker: string | null): DeviceRecord => ({
-    mac,
-    uuid: null,
-    state: worker ? 'bound' : 'pooled',
-    bound_worker_id: worker,
-    key_hash: null,
-    source: 'manual',
-    fingerprint: emptyFingerprint(),
-    first_seen: null,
-    last_seen: null,
-  });
-  const worker = (id: string, hostname = id): WorkerRecord => ({
-    worker_id: id,
-    hostname,
-    arch: 'x86_64',
-    state: 'registered',
-    disks: [],
-    cd: null,
-    default_os: null,
-    boot: { menu_default: null, menu_timeout: null },
-    created_at: null,
-  });
+  const device = (mac: string, worker: string | null): DeviceRecord => newDevice(mac, { state: worker ? 'bound' : 'pooled', bound_worker_id: worker });
+  const worker = (id: string, hostname = id): WorkerRecord => newWorker(id, { hostname });
   const put = async (devices: DeviceRecord[], workers: WorkerRecord[]) =>
     store.commit((tx) => {
       for (const w of workers) tx.workers.set(w.worker_id, w);

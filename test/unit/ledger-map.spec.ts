@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { normalizeId, normalizeMac } from '../../src/common/mac';
 import { FileSystem } from '../../src/store/file-system';
 import { LedgerMap } from '../../src/store/ledger-map';
-import { validateWorker, WorkerRecord } from '../../src/store/records';
+import { newWorker, validateWorker, WorkerRecord } from '../../src/store/records';
 
 describe('MAC and id normalisation', () => {
   it.each([
@@ -30,17 +30,7 @@ describe('LedgerMap', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledger-'));
   const file = path.join(dir, 'workers.yml');
   const mk = () => new LedgerMap<WorkerRecord>(file, 'workers', '# header', validateWorker, new FileSystem());
-  const w = (id: string): WorkerRecord => ({
-    worker_id: id,
-    hostname: id,
-    arch: 'x86_64',
-    state: 'registered',
-    disks: [],
-    cd: null,
-    default_os: null,
-    boot: { menu_default: null, menu_timeout: null },
-    created_at: null,
-  });
+  const w = (id: string): WorkerRecord => newWorker(id);
 
   it('round-trips through its own format and through generic YAML', async () => {
     const m = mk();

@@ -1,7 +1,7 @@
 import { loadConfig } from '../../src/config/app-config';
 import { FileSystem } from '../../src/store/file-system';
 import { LedgerStore } from '../../src/store/ledger.store';
-import { DeviceRecord, emptyFingerprint, WorkerRecord } from '../../src/store/records';
+import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/store/records';
 
 class MemFs extends FileSystem {
   files = new Map<string, string>();
@@ -23,28 +23,9 @@ class MemFs extends FileSystem {
   }
 }
 
-const device = (mac: string, worker: string | null, last_seen: string | null = null): DeviceRecord => ({
-  mac,
-  uuid: null,
-  state: worker ? 'bound' : 'pooled',
-  bound_worker_id: worker,
-  key_hash: null,
-  source: 'ipxe',
-  fingerprint: emptyFingerprint(),
-  first_seen: null,
-  last_seen,
-});
-const worker = (id: string): WorkerRecord => ({
-  worker_id: id,
-  hostname: id,
-  arch: 'x86_64',
-  state: 'registered',
-  disks: [],
-  cd: null,
-  default_os: null,
-  boot: { menu_default: null, menu_timeout: null },
-  created_at: null,
-});
+const device = (mac: string, worker: string | null, last_seen: string | null = null): DeviceRecord =>
+  newDevice(mac, { state: worker ? 'bound' : 'pooled', bound_worker_id: worker, source: 'ipxe', last_seen });
+const worker = (id: string): WorkerRecord => newWorker(id);
 
 function setup() {
   const fs = new MemFs();
