@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { loadAgentConfig } from '../src/agent/agent-config';
 import { buildAgentOpenApi, createAgentApp } from '../src/agent/agent.factory';
 import { buildOpenApi, createApp } from '../src/app.factory';
@@ -20,30 +21,25 @@ export function sortKeys(v: unknown): unknown {
   return v;
 }
 
-/** The control plane's OpenAPI document as committed (sorted keys, trailing newline). */
-export async function renderControlPlaneSpec(): Promise<string> {
-  // The app is built but never initialised: no state is read or written.
+/** Builds an app in a scratch directory (never initialised: nothing is read or written) and renders its spec. */
+async function render<A extends NestFastifyApplication>(create: (cwd: string) => Promise<A>, build: (app: A) => object): Promise<string> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kurrent-openapi-'));
-  const app = await createApp(loadConfig({ IPXE_CP_LOG_LEVEL: 'silent' }, scratch), { quiet: true });
+  const app = await create(scratch);
   try {
-    return JSON.stringify(sortKeys(buildOpenApi(app)), null, 2) + '\n';
+    return JSON.stringify(sortKeys(build(app)), null, 2) + '\n';
   } finally {
     await app.close();
     fs.rmSync(scratch, { recursive: true, force: true });
   }
 }
 
-/** The storage agent's OpenAPI document (built, never initialised: no backend is touched). */
-export async function renderAgentSpec(): Promise<string> {
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kurrent-openapi-'));
-  const app = await createAgentApp(loadAgentConfig({ IPXE_AGENT_LOG_LEVEL: 'silent' }, scratch), { quiet: true });
-  try {
-    return JSON.stringify(sortKeys(buildAgentOpenApi(app)), null, 2) + '\n';
-  } finally {
-    await app.close();
-    fs.rmSync(scratch, { recursive: true, force: true });
-  }
-}
+/** The control plane's OpenAPI document as committed (sorted keys, trailing newline). */
+export const renderControlPlaneSpec = () =>
+  render((cwd) => createApp(loadConfig({ IPXE_CP_LOG_LEVEL: 'silent' }, cwd), { quiet: true }), buildOpenApi);
+
+/** The storage agent's OpenAPI document. */
+export const renderAgentSpec = () =>
+  render((cwd) => createAgentApp(loadAgentConfig({ IPXE_AGENT_LOG_LEVEL: 'silent' }, cwd), { quiet: true }), buildAgentOpenApi);
 
 if (require.main === module) {
   void (async () => {

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadAgentConfig } from '../../src/agent/agent-config';
 import { createAgentApp } from '../../src/agent/agent.factory';
-import { Res, tempDir } from './app';
+import { injector, Res, tempDir } from './app';
 
 export interface TestAgent {
   app: NestFastifyApplication;
@@ -25,27 +25,8 @@ export async function startAgent(env: Record<string, string>, dir = tempDir('kur
   };
   const app = await createAgentApp(loadAgentConfig(fullEnv), { quiet: true });
   await app.init();
-  const fastify = app.getHttpAdapter().getInstance();
-  await fastify.ready();
-  const req = async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> => {
-    const r = await fastify.inject({
-      method: method as 'GET',
-      url,
-      headers: {
-        ...(fullEnv.IPXE_AGENT_TOKEN ? { authorization: `Bearer ${fullEnv.IPXE_AGENT_TOKEN}` } : {}),
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...headers,
-      },
-      payload: body === undefined ? undefined : JSON.stringify(body),
-    });
-    let parsed: unknown;
-    try {
-      parsed = r.body ? JSON.parse(r.body) : undefined;
-    } catch {
-      parsed = undefined;
-    }
-    return { status: r.statusCode, body: parsed, text: r.body, headers: r.headers as Record<string, unknown> };
-  };
+  await app.getHttpAdapter().getInstance().ready();
+  const req = injector(app, fullEnv.IPXE_AGENT_TOKEN);
   return { app, dir, diskDir: fullEnv.DISK_DIR, env: fullEnv, req, close: () => app.close() };
 }
 

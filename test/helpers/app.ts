@@ -22,6 +22,30 @@ export interface Res {
   headers: Record<string, unknown>;
 }
 
+/** HTTP over Fastify's injection (full routing, hooks, guards, pipes, filters), JSON parsed. */
+export function injector(app: NestFastifyApplication, token?: string) {
+  const fastify = app.getHttpAdapter().getInstance();
+  return async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> => {
+    const r = await fastify.inject({
+      method: method as 'GET',
+      url,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(body !== undefined && typeof body !== 'string' ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      payload: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    let parsed: unknown = undefined;
+    try {
+      parsed = r.body ? JSON.parse(r.body) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: r.statusCode, body: parsed, text: r.body, headers: r.headers as Record<string, unknown> };
+  };
+}
+
 export function tempDir(prefix = 'kurrent-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
@@ -46,26 +70,7 @@ export async function startApp(
   const app = await createApp(loadConfig(fullEnv), { quiet: true });
   await app.init();
   await app.getHttpAdapter().getInstance().ready();
-  const fastify = app.getHttpAdapter().getInstance();
-  const req = async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> => {
-    const r = await fastify.inject({
-      method: method as 'GET',
-      url,
-      headers: {
-        ...(fullEnv.IPXE_CP_TOKEN ? { authorization: `Bearer ${fullEnv.IPXE_CP_TOKEN}` } : {}),
-        ...(body !== undefined && typeof body !== 'string' ? { 'content-type': 'application/json' } : {}),
-        ...headers,
-      },
-      payload: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    let parsed: unknown = undefined;
-    try {
-      parsed = r.body ? JSON.parse(r.body) : undefined;
-    } catch {
-      parsed = undefined;
-    }
-    return { status: r.statusCode, body: parsed, text: r.body, headers: r.headers as Record<string, unknown> };
-  };
+  const req = injector(app, fullEnv.IPXE_CP_TOKEN);
   const read = (rel: string) => {
     try {
       return fs.readFileSync(path.join(dir, rel), 'utf8');
