@@ -75,8 +75,8 @@ export class WorkersService {
     const actual = (agent: string, name: string) => {
       const r = luns.get(agent)!;
       if (r.error) return { exists: false, target: null, error: r.error };
-      const t = r.targets!.find((x) => x.iqn === name);
-      return { exists: !!t, target: t ? { ...(name.startsWith('nqn.') ? { nqn: t.iqn } : { iqn: t.iqn }), luns: t.luns.map((l) => ({ backing: l.backing ?? '' })) } : null };
+      const t = r.targets!.find((x) => (x.iqn ?? x.nqn) === name);
+      return { exists: !!t, target: t ? { ...(t.nqn ? { nqn: t.nqn } : { iqn: t.iqn }), luns: t.luns.map((l) => ({ backing: l.backing ?? '' })) } : null };
     };
     return {
       worker: this.project(w),

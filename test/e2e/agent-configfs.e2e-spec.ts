@@ -137,7 +137,7 @@ describe('nvmet backend (NVMe/TCP configfs under a test root)', () => {
     ]);
     expect(fs.readlinkSync(path.join(root, 'ports/1/subsystems', `${NQN}:worker-01.3f2a9c1b7d4e`))).toBe(`../../../subsystems/${NQN}:worker-01.3f2a9c1b7d4e`);
     expect((await a.req('GET', '/luns')).body).toEqual([
-      { iqn: `${NQN}:worker-01.3f2a9c1b7d4e`, cd: false, luns: [{ backing: path.join(a.diskDir, 'worker-01.3f2a9c1b7d4e.img') }], allowed_hosts: [HOST] },
+      { nqn: `${NQN}:worker-01.3f2a9c1b7d4e`, cd: false, luns: [{ backing: path.join(a.diskDir, 'worker-01.3f2a9c1b7d4e.img') }], allowed_hosts: [HOST] },
     ]);
 
     // Removing the host removes its links; removing the disk removes the subsystem and the port link.

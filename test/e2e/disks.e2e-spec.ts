@@ -71,7 +71,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     for (const w of (await t.req('GET', '/workers')).body) await t.req('DELETE', `/workers/${w.worker_id}?delete_disk=true&ignore_missing_target=true`);
     for (const a of ['a', 'b']) {
       const luns = await t.req('GET', `/agents/${a}/luns`);
-      if (luns.status === 200) for (const l of luns.body) await t.req('DELETE', `/agents/${a}/luns?iqn=${l.iqn}&delete_file=${!l.cd}`);
+      if (luns.status === 200) for (const l of luns.body) await t.req('DELETE', `/agents/${a}/luns?iqn=${l.iqn ?? l.nqn}&delete_file=${!l.cd}`);
     }
     await t.close();
   });

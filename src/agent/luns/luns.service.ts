@@ -34,8 +34,9 @@ export class LunsService implements OnModuleInit {
   }
 
   async list(): Promise<TargetDto[]> {
+    const nvme = this.backend.transport === 'nvme-tcp';
     return (await this.backend.list()).map((t) => ({
-      iqn: t.name,
+      ...(nvme ? { nqn: t.name } : { iqn: t.name }),
       ...(t.tid !== undefined ? { tid: t.tid } : {}),
       cd: t.cd,
       luns: [{ backing: t.backing }],

@@ -66,8 +66,10 @@ export class LunBackingDto {
 }
 
 export class TargetDto {
-  /** Target name (IQN, or NQN on nvmet). */
-  iqn!: string;
+  /** iSCSI target name (stgt, lio). */
+  iqn?: string;
+  /** NVMe subsystem name (nvmet). */
+  nqn?: string;
   /** stgt target id. */
   tid?: number;
   /** A read-only CD (ISO) target. */
