@@ -8,6 +8,9 @@ import { FileSystem } from '../src/store/file-system';
 import { LedgerStore } from '../src/store/ledger.store';
 import { emptyFingerprint, newDevice, newWorker } from '../src/store/records';
 
+/** Pin processes to CPUs when taskset exists and there are at least 2 (fair, less noisy A/B). */
+const PIN = os.cpus().length >= 2 && fs.existsSync('/usr/bin/taskset');
+
 export interface WrkResult {
   rps: number;
   requests: number;
@@ -22,8 +25,10 @@ const ms = (v: string, unit: string) => Number(v) * (unit === 'us' ? 0.001 : uni
 /** Runs wrk (1 thread) and parses its --latency report. */
 export function wrk(url: string, seconds: number, connections: number, script?: string, env: Record<string, string> = {}): Promise<WrkResult> {
   const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url];
+  // Load generator on CPU 0, servers on CPU 1 (see startProcess): both servers see the same machine.
+  const [cmd, argv] = PIN ? ['taskset', ['-c', '0', 'wrk', ...args]] : ['wrk', args];
   return new Promise((resolve, reject) => {
-    execFile('wrk', args, { env: { ...process.env, ...env } }, (err, stdout) => {
+    execFile(cmd, argv, { env: { ...process.env, ...env } }, (err, stdout) => {
       if (err) return reject(new Error(`wrk failed (apt-get install wrk): ${err.message}`));
       const num = (re: RegExp) => Number(re.exec(stdout)?.[1] ?? NaN);
       const lat = (pct: string) => {
@@ -96,7 +101,8 @@ export async function startProcess(
   nodeArgs: string[] = [],
 ): Promise<{ proc: ChildProcess; ms: number }> {
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [...nodeArgs, script], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...nodeArgs, script]] : [process.execPath, [...nodeArgs, script]];
+  const proc = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`${script} exited with ${proc.exitCode}`);
     try {

@@ -164,6 +164,22 @@ describe('ledger consistency', () => {
     }
   });
 
+  it('config/agents.yml: a broken file stops the start with file:line; hand edits are picked up', async () => {
+    const dir = tempDir();
+    fs.mkdirSync(path.join(dir, 'config'));
+    const file = path.join(dir, 'config/agents.yml');
+    fs.writeFileSync(file, 'agents:\n  st1:\n    base_url: ftp://x\n');
+    await expect(startApp({}, { dir })).rejects.toThrow(/agents\.yml:2: "st1": base_url must start with http/);
+    fs.writeFileSync(file, 'agents:\n  st1:\n    base_url: http://10.0.0.11:4840/\n    token: ${ST1_TOKEN}\n    role: {disk: true}\n');
+    t = await startApp({}, { dir });
+    expect((await t.req('GET', '/agents?live=false')).body).toEqual([
+      { id: 'st1', base_url: 'http://10.0.0.11:4840', iscsi_server: '10.0.0.11', role: { disk: true, cd: false }, enabled: true, tags: [] },
+    ]);
+    fs.writeFileSync(file, 'agents:\n  st2:\n    base_url: https://storage-2\n    enabled: false\n');
+    await new Promise((r) => setTimeout(r, 600));
+    expect((await t.req('GET', '/agents?live=false')).body.map((a: any) => [a.id, a.enabled])).toEqual([['st2', false]]);
+  });
+
   it('a hand edit that breaks the file at runtime blocks mutations with a clear 500 until fixed', async () => {
     t = await startApp();
     await t.req('POST', '/devices', { mac: '02:00:00:00:00:01' });
