@@ -1,4 +1,4 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, PickType } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, IsArray, IsBoolean, IsOptional, IsString, MaxLength, ValidateNested } from 'class-validator';
 import { IsWorkerId, QueryBool } from '../../common/validators';
@@ -58,17 +58,8 @@ export class CreateAgentDto extends UpdateAgentDto {
   id!: string;
 }
 
-export class ProbeAgentDto {
-  @IsString()
-  @MaxLength(512)
-  base_url!: string;
-
-  /** Needed when the agent has IPXE_AGENT_TOKEN. */
-  @IsOptional()
-  @IsString()
-  @MaxLength(512)
-  token?: string;
-
+/** base_url and token as for registration (token needed when the agent has IPXE_AGENT_TOKEN). */
+export class ProbeAgentDto extends PickType(UpdateAgentDto, ['base_url', 'token'] as const) {
   /** Edit flow: with no token, use the registered agent's token. */
   @IsOptional()
   @IsString()
