@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { DnsmasqService } from '../../src/dnsmasq/dnsmasq.service';
 import { ProcessRunner } from '../../src/common/process-runner';
@@ -61,6 +62,9 @@ function setup(env: Record<string, string>) {
 }
 
 describe('DnsmasqService', () => {
+  // The service logs failed reloads; these tests provoke them on purpose.
+  beforeAll(() => Logger.overrideLogger(false));
+
   it('renders bound devices only, sorted by hostname, as mac,hostname lines', async () => {
     const s = setup({});
     await s.put(
