@@ -8,6 +8,7 @@ import { AgentsService } from '../agents/agents.service';
 import { AuditService } from '../audit/audit.service';
 import type { CreatedLunDto } from '../agent/luns/dto/luns.dto';
 import { LedgerStore } from '../store/ledger.store';
+import { Mutex } from '../store/mutex';
 import { CdRecord, DiskRecord, WorkerRecord, WorkerState } from '../store/records';
 import type { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DiskSpecDto } from './dto/disk.dto';
 
@@ -33,6 +34,7 @@ interface Planned {
 export class DisksService {
   private readonly log = new Logger('Disks');
   private readonly reserved = new Set<string>();
+  private readonly workerLocks = new Map<string, Mutex>();
 
   constructor(
     private readonly store: LedgerStore,
@@ -41,8 +43,25 @@ export class DisksService {
     private readonly audit: AuditService,
   ) {}
 
+  /**
+   * Serialises the target-changing operations of one worker (disk create/delete, worker delete):
+   * a worker deleted while its disk is being made could otherwise leave an orphan target.
+   */
+  forWorker<R>(id: string, fn: () => Promise<R>): Promise<R> {
+    let m = this.workerLocks.get(id);
+    if (!m) this.workerLocks.set(id, (m = new Mutex()));
+    const lock = m;
+    return lock.run(fn).finally(() => {
+      if (!lock.busy) this.workerLocks.delete(id);
+    });
+  }
+
   async create(rawId: string, dto: CreateDiskDto, client: string): Promise<WorkerRecord> {
     const id = this.parseId(rawId);
+    return this.forWorker(id, () => this.createLocked(id, dto, client));
+  }
+
+  private async createLocked(id: string, dto: CreateDiskDto, client: string): Promise<WorkerRecord> {
     this.checkSpec(dto);
     const key = this.reserve(id, dto);
     try {
@@ -94,7 +113,7 @@ export class DisksService {
     const workers = Array.from({ length: Math.min(8, queue.length) }, async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
         try {
-          await this.execute(job.id, dto, job.plan, client, true);
+          await this.forWorker(job.id, () => this.execute(job.id, dto, job.plan, client, true));
           out.succeeded.push({ worker_id: job.id, agent: job.plan.agent.id, iqn: job.plan.name });
         } catch (e) {
           out.failed.push({ worker_id: job.id, agent: job.plan.agent.id, error: (e as Error).message });
@@ -122,6 +141,10 @@ export class DisksService {
 
   async remove(rawId: string, rawOs: string, deleteFile: boolean, ignoreMissing: boolean, osVersion: string | undefined, client: string): Promise<WorkerRecord> {
     const id = this.parseId(rawId);
+    return this.forWorker(id, () => this.removeLocked(id, rawOs, deleteFile, ignoreMissing, osVersion, client));
+  }
+
+  private async removeLocked(id: string, rawOs: string, deleteFile: boolean, ignoreMissing: boolean, osVersion: string | undefined, client: string): Promise<WorkerRecord> {
     const os = rawOs.toLowerCase();
     if (!/^[a-z0-9-]{1,32}$/.test(os)) throw badRequest(`os: invalid ${JSON.stringify(rawOs)}`);
     const w = this.store.read().workers.get(id);

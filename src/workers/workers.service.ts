@@ -258,8 +258,12 @@ export class WorkersService {
     });
   }
 
-  async remove(rawId: string, deleteDisk: boolean, ignoreMissing: boolean, client: string): Promise<DeleteWorkerResultDto> {
+  remove(rawId: string, deleteDisk: boolean, ignoreMissing: boolean, client: string): Promise<DeleteWorkerResultDto> {
     const id = this.parseId(rawId);
+    return this.disks.forWorker(id, () => this.removeLocked(id, deleteDisk, ignoreMissing, client));
+  }
+
+  private async removeLocked(id: string, deleteDisk: boolean, ignoreMissing: boolean, client: string): Promise<DeleteWorkerResultDto> {
     const w = this.store.read().workers.get(id);
     if (!w) throw notFound(`worker not found: ${id}`);
     await this.deleteTargets(w, deleteDisk, ignoreMissing, client);
@@ -286,7 +290,7 @@ export class WorkersService {
         continue;
       }
       try {
-        await this.deleteTargets(w, dto.delete_disk ?? false, dto.ignore_missing_target ?? false, client);
+        await this.disks.forWorker(id, () => this.deleteTargets(this.store.read().workers.get(id) ?? w, dto.delete_disk ?? false, dto.ignore_missing_target ?? false, client));
         ready.push(id);
       } catch (e) {
         out.failed.push({ worker_id: id, error: (e as Error).message });
@@ -299,6 +303,11 @@ export class WorkersService {
           const w = tx.workers.get(id);
           if (!w) {
             out.failed.push({ worker_id: id, error: `worker not found: ${id}` });
+            continue;
+          }
+          // A disk created after its targets were deleted would be orphaned: leave that worker.
+          if (w.disks.length || w.cd) {
+            out.failed.push({ worker_id: id, error: `worker ${id} got a disk during deletion; retry` });
             continue;
           }
           audits.push(...this.deleteInTx(tx, id).audits);

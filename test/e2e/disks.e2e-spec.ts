@@ -310,6 +310,22 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect(tgtd.show()).not.toContain('worker-02.ubuntu');
   });
 
+  it('a worker deleted while its disk is being created leaves no orphan target', async () => {
+    await register();
+    await t.req('POST', '/workers/batch', { count: 3 });
+    const results = await Promise.all([
+      t.req('POST', '/workers/worker-01/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_ubuntu_2204.img', disk_agent: 'a' }),
+      t.req('DELETE', '/workers/worker-01?delete_disk=true'),
+      t.req('POST', '/workers/luns/disk/batch', { type: 'empty', os: 'debian', size: '1G', targets: [{ worker_id: 'worker-02', agent: 'a' }, { worker_id: 'worker-03', agent: 'a' }] }),
+      t.req('POST', '/workers/delete/batch', { worker_ids: ['worker-02', 'worker-03'], delete_disk: true }),
+    ]);
+    expect(results.map((r) => r.status).every((s) => s < 500)).toBe(true);
+    const ledger = (await t.req('GET', '/workers')).body;
+    const targets = (await t.req('GET', '/agents/a/luns')).body.filter((l: any) => !l.cd).map((l: any) => l.iqn);
+    const recorded = ledger.flatMap((w: any) => w.disks.map((d: any) => d.iqn));
+    expect(targets.sort()).toEqual(recorded.sort()); // every target is in the ledger and vice versa
+  });
+
   it('a disk whose ledger write fails leaves no target behind', async () => {
     await register();
     await t.req('POST', '/workers', { worker_id: 'w9' });
