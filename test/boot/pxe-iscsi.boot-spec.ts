@@ -86,5 +86,5 @@ describe('PXE + iSCSI boot of a worker disk in qemu', () => {
     expect((await t.req('POST', `/devices/${MAC}/bind?worker_id=seat-01`)).status).toBe(200);
     const second = await boot();
     expect(second).toContain(BOOT_MARKER);
-  });
+  }, 400_000); // two emulated boots; ~20 s here, far longer on a loaded machine
 });
