@@ -99,6 +99,17 @@ export class AgentRegistry implements OnModuleInit {
 
   /** Current agents, reloaded when agents.yml was edited by hand (checked at most every 500 ms). */
   all(): AgentRecord[] {
+    this.refresh();
+    return [...this.agents.values()];
+  }
+
+  /** One agent; /boot-vars calls this on every boot, so no copy of the registry is made. */
+  get(id: string): AgentRecord | undefined {
+    this.refresh();
+    return this.agents.get(id);
+  }
+
+  private refresh(): void {
     const now = performance.now();
     if (now - this.lastCheck > 500) {
       this.lastCheck = now;
@@ -112,12 +123,6 @@ export class AgentRegistry implements OnModuleInit {
         }
       }
     }
-    return [...this.agents.values()];
-  }
-
-  get(id: string): AgentRecord | undefined {
-    this.all();
-    return this.agents.get(id);
   }
 
   async save(next: AgentRecord[]): Promise<void> {

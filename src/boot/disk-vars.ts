@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AgentRegistry } from '../agents/agent-registry';
 import { AgentsService } from '../agents/agents.service';
-import type { DiskRecord, WorkerRecord } from '../store/records';
+import { DiskRecord, targetName, WorkerRecord } from '../store/records';
 
 export interface DiskVars {
   base_iqn: string;
@@ -28,8 +28,8 @@ export class DiskVarsResolver {
 
   resolve(w: WorkerRecord): DiskVars | null {
     const disk = this.defaultDisk(w);
-    const name = disk?.iqn ?? disk?.nqn;
-    if (!disk || !name) return null;
+    if (!disk) return null;
+    const name = targetName(disk);
     const base_iqn = name.slice(0, name.lastIndexOf(':'));
     return { base_iqn, ...this.agentVars(disk) };
   }

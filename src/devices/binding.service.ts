@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { conflict, internal, notFound } from '../common/api-error';
 import { DnsmasqService } from '../dnsmasq/dnsmasq.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
-import { DeviceRecord } from '../store/records';
+import { DeviceRecord, WorkerRecord } from '../store/records';
 
 export interface BindOutcome {
   changed: boolean;
@@ -66,7 +66,7 @@ export class BindingService {
    * a failed reload only leaves reloadError (the documented 500 with the file updated).
    */
   async commit<R>(fn: (tx: Tx) => R | Promise<R>): Promise<BindingResult<R>> {
-    const undo: { devices: [string, DeviceRecord | undefined][]; workers: [string, unknown][] } = {
+    const undo: { devices: [string, DeviceRecord | undefined][]; workers: [string, WorkerRecord | undefined][] } = {
       devices: [],
       workers: [],
     };
@@ -83,7 +83,7 @@ export class BindingService {
       await this.store
         .commit((tx) => {
           for (const [k, v] of undo.devices) tx.devices.set(k, v);
-          for (const [k, v] of undo.workers) tx.workers.set(k, v as never);
+          for (const [k, v] of undo.workers) tx.workers.set(k, v);
         })
         .catch(() => undefined);
       throw internal(`dhcp-hosts.conf could not be written, change rolled back: ${(e as Error).message}`);

@@ -77,6 +77,17 @@ export interface CdRecord {
   backing: string;
 }
 
+/** The IQN (iSCSI) or NQN (NVMe/TCP) that names a disk's or CD's target on its agent. */
+export function targetName(t: DiskRecord | CdRecord): string {
+  return ('nqn' in t && t.nqn) || t.iqn!;
+}
+
+/** The disks of a worker without the one whose target is `t` on the same agent. */
+export function withoutTarget(disks: DiskRecord[], t: DiskRecord): DiskRecord[] {
+  const name = targetName(t);
+  return disks.filter((d) => d.agent !== t.agent || targetName(d) !== name);
+}
+
 export interface BootConfig {
   menu_default: string | null;
   menu_timeout: number | null;

@@ -9,7 +9,7 @@ import { AuditService } from '../audit/audit.service';
 import type { CreatedLunDto } from '../agent/luns/dto/luns.dto';
 import { LedgerStore } from '../store/ledger.store';
 import { Mutex } from '../store/mutex';
-import { CdRecord, DiskRecord, WorkerRecord, WorkerState } from '../store/records';
+import { CdRecord, DiskRecord, targetName, WorkerRecord, WorkerState, withoutTarget } from '../store/records';
 import type { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DiskSpecDto } from './dto/disk.dto';
 
 export function workerState(w: Pick<WorkerRecord, 'cd' | 'disks'>): WorkerState {
@@ -154,11 +154,11 @@ export class DisksService {
     if (matches.length > 1) throw badRequest(`os_version: required, ${id} has several ${os} disks (${matches.map((d) => d.os_version).join(', ')})`);
     const disk = matches[0];
     await this.deleteTarget(disk, deleteFile, ignoreMissing, id, client);
-    return this.store.exclusive(() =>
+    const updated = await this.store.exclusive(() =>
       this.store.commit((tx) => {
         const cur = tx.workers.get(id);
         if (!cur) throw notFound(`worker not found: ${id}`);
-        const disks = cur.disks.filter((d) => d !== disk && !(d.agent === disk.agent && (d.iqn ?? d.nqn) === (disk.iqn ?? disk.nqn)));
+        const disks = withoutTarget(cur.disks, disk);
         const wasDefault = cur.default_os === os && !disks.some((d) => d.os === os);
         const next: WorkerRecord = {
           ...cur,
@@ -170,16 +170,15 @@ export class DisksService {
         tx.workers.set(id, next);
         return next;
       }),
-    ).then(async (w2) => {
-      await this.audit.record('worker.disk.delete', { worker_id: id, os, agent: disk.agent, iqn: disk.iqn ?? disk.nqn, delete_file: deleteFile, client });
-      return w2;
-    });
+    );
+    await this.audit.record('worker.disk.delete', { worker_id: id, os, agent: disk.agent, iqn: targetName(disk), delete_file: deleteFile, client });
+    return updated;
   }
 
   /** Agent-side delete of one disk (used by disk and worker deletion). */
   async deleteTarget(disk: DiskRecord | CdRecord, deleteFile: boolean, ignoreMissing: boolean, workerId: string, client: string): Promise<void> {
     const a = this.registry.get(disk.agent);
-    const name = 'iqn' in disk && disk.iqn ? disk.iqn : (disk as DiskRecord).nqn!;
+    const name = targetName(disk);
     if (!a) {
       if (ignoreMissing) return;
       throw notFound(`agent not found: ${disk.agent} (ignore_missing_target=true to drop the ledger entry)`);

@@ -6,7 +6,7 @@ import { AuditService } from '../audit/audit.service';
 import { BindingService } from '../devices/binding.service';
 import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
-import { CdRecord, newWorker, WorkerRecord } from '../store/records';
+import { CdRecord, newWorker, targetName, withoutTarget, WorkerRecord } from '../store/records';
 import { AgentsService } from '../agents/agents.service';
 import type { TargetDto } from '../agent/luns/dto/luns.dto';
 import { DisksService, workerState } from './disks.service';
@@ -75,14 +75,14 @@ export class WorkersService {
     const actual = (agent: string, name: string) => {
       const r = luns.get(agent)!;
       if (r.error) return { exists: false, target: null, error: r.error };
-      const t = r.targets!.find((x) => (x.iqn ?? x.nqn) === name);
+      const t = r.targets!.find((x) => (x.iqn ?? x.nqn) === name); // the agent names nvmet targets nqn
       return { exists: !!t, target: t ? { ...(t.nqn ? { nqn: t.nqn } : { iqn: t.iqn }), luns: t.luns.map((l) => ({ backing: l.backing ?? '' })) } : null };
     };
     return {
       worker: this.project(w),
       actual: {
         dnsmasq: await this.dnsmasq.lookup(w.hostname),
-        disks: w.disks.map((d) => ({ os: d.os, ...actual(d.agent, (d.iqn ?? d.nqn)!) })),
+        disks: w.disks.map((d) => ({ os: d.os, ...actual(d.agent, targetName(d)) })),
         cd: w.cd ? actual(w.cd.agent, w.cd.iqn) : null,
       },
     };
@@ -346,7 +346,7 @@ export class WorkersService {
     for (const d of w.disks) {
       await this.disks.deleteTarget(d, deleteDisk, ignoreMissing, w.worker_id, client);
       await forget((cur) => {
-        const disks = cur.disks.filter((x) => (x.iqn ?? x.nqn) !== (d.iqn ?? d.nqn) || x.agent !== d.agent);
+        const disks = withoutTarget(cur.disks, d);
         return { ...cur, disks, state: workerState({ cd: cur.cd, disks }) };
       });
     }

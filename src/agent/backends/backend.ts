@@ -22,8 +22,8 @@ export interface TargetBackend {
   list(): Promise<TargetInfo[]>;
   createDisk(name: string, backing: string, opts: { allowedHosts?: string[] }): Promise<void>;
   createCd(name: string, backing: string): Promise<void>;
-  /** Removes the target; returns false if it did not exist. */
-  remove(name: string): Promise<boolean>;
+  /** Removes the target; returns what it was (its backing file), or null if it did not exist. */
+  remove(name: string): Promise<TargetInfo | null>;
   /** nvmet only: host credentials. */
   putHost?(hostnqn: string, creds: HostCredentials): Promise<void>;
   removeHost?(hostnqn: string): Promise<void>;

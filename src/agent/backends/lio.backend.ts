@@ -84,11 +84,12 @@ export class LioBackend implements TargetBackend {
     throw new Error('the lio backend has no CD support');
   }
 
-  async remove(name: string): Promise<boolean> {
-    if (!(await this.cfs.exists('iscsi', name))) return false;
+  async remove(name: string): Promise<TargetInfo | null> {
+    const t = (await this.list()).find((x) => x.name === name) ?? null;
+    if (!t) return null;
     await this.teardown(name);
     await this.save();
-    return true;
+    return t;
   }
 
   /** Reverse order of creation, as the kernel requires (links before directories). */

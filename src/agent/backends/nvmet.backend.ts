@@ -82,10 +82,11 @@ export class NvmetBackend implements TargetBackend {
     throw new Error('the nvmet backend has no CD support');
   }
 
-  async remove(nqn: string): Promise<boolean> {
-    if (!(await this.cfs.exists('subsystems', nqn))) return false;
+  async remove(nqn: string): Promise<TargetInfo | null> {
+    if (!(await this.cfs.exists('subsystems', nqn))) return null;
+    const t: TargetInfo = { name: nqn, backing: await this.cfs.read('subsystems', nqn, 'namespaces', '1', 'device_path'), cd: false };
     await this.teardown(nqn);
-    return true;
+    return t;
   }
 
   private async teardown(nqn: string): Promise<void> {

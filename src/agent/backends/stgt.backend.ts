@@ -80,12 +80,12 @@ export class StgtBackend implements TargetBackend {
     }
   }
 
-  async remove(name: string): Promise<boolean> {
-    const t = (await this.list()).find((x) => x.name === name);
-    if (!t) return false;
+  async remove(name: string): Promise<TargetInfo | null> {
+    const t = (await this.list()).find((x) => x.name === name) ?? null;
+    if (!t) return null;
     await this.tgtadm('--mode', 'target', '--op', 'delete', '--force', '--tid', String(t.tid));
     this.known.delete(name);
-    return true;
+    return t;
   }
 }
 

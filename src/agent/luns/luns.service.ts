@@ -70,7 +70,7 @@ export class LunsService implements OnModuleInit {
         await this.manifest.set(dto.iqn, { file: filename, cd: false, ...(hosts.length ? { allowed_hosts: hosts } : {}) });
       } catch (e) {
         // A create that fails half-way removes what it made.
-        await this.backend.remove(dto.iqn).catch(() => false);
+        await this.backend.remove(dto.iqn).catch(() => null);
         await this.images.remove(filename);
         throw this.mapBackendError(e);
       }
@@ -99,8 +99,8 @@ export class LunsService implements OnModuleInit {
   async remove(iqn: string, deleteFile: boolean): Promise<DeletedLunDto> {
     checkTargetName('iqn', iqn, this.base);
     return this.claim([iqn], async () => {
-      const t = (await this.backend.list()).find((x) => x.name === iqn);
-      if (!t || !(await this.backend.remove(iqn))) throw notFound(`iqn not found: ${iqn}`);
+      const t = await this.backend.remove(iqn);
+      if (!t) throw notFound(`iqn not found: ${iqn}`);
       const file = this.manifest.get(iqn)?.file ?? (t.backing && t.backing.startsWith(`${this.images.dir}/`) ? t.backing.slice(this.images.dir.length + 1) : null);
       await this.manifest.set(iqn, undefined);
       if (deleteFile && file) await this.images.remove(file);
