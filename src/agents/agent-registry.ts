@@ -69,6 +69,7 @@ export class AgentRegistry implements OnModuleInit {
 
   onModuleInit(): void {
     this.fs.mkdirpSync(path.dirname(this.file));
+    this.fs.removeStaleTemps(path.dirname(this.file));
     this.load();
   }
 

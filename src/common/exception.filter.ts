@@ -2,6 +2,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@n
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { FastifyReply } from 'fastify';
+import { storageFailure } from '../store/storage-error';
 import { ApiError } from './api-error';
 import type { ErrorDto } from './error.dto';
 
@@ -46,6 +47,9 @@ export class AllExceptionsFilter implements ExceptionFilter {
       if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') message = 'request body exceeds the 1 MiB limit';
       return this.base(e.statusCode, message);
     }
+    // A full or read-only disk is the operator's to fix: say so instead of a bare 500.
+    const storage = storageFailure(exception, (exception as { path?: string })?.path ?? 'the state directory');
+    if (storage instanceof ApiError) return this.toBody(storage);
     const errorId = randomUUID();
     this.log.error({ err: exception, error_id: errorId }, `unhandled error ${errorId}`);
     return { ...this.base(500, `internal error (error_id ${errorId})`), error_id: errorId };

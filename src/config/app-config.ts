@@ -30,6 +30,19 @@ export class AppConfig {
   dnsmasqWriteMode!: 'atomic' | 'inplace';
   /** How long report-driven ledger updates (last_seen, fingerprints) may stay unflushed. */
   reportFlushMs!: number;
+  /**
+   * Quiet time (ms) after the last commit before the YAML files are rewritten from the change
+   * log (at most 10 x that after the first pending commit); 0 = rewrite them on every commit.
+   */
+  checkpointMs!: number;
+  /** Change-log size (bytes) that triggers a checkpoint at once. */
+  checkpointBytes!: number;
+  /** Most devices the pool may hold before /devices/report stops auto-registering new MACs. */
+  poolLimit!: number;
+  /** New registrations per second one source address may make through /devices/report (burst: 10 s worth). */
+  registerRate!: number;
+  /** Test-only fault injection (`<point>@<n>`, see FileSystem.faultHook); empty in production. */
+  faultInject!: string;
   logLevel!: string;
   /** Log every request (off by default on the boot path; see main.ts). */
   accessLog!: boolean;
@@ -103,6 +116,11 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   }
   c.dnsmasqWriteMode = mode;
   c.reportFlushMs = int(env, 'IPXE_CP_REPORT_FLUSH_MS', 500, 0, 60_000);
+  c.checkpointMs = int(env, 'IPXE_CP_CHECKPOINT_MS', 1000, 0, 600_000);
+  c.checkpointBytes = int(env, 'IPXE_CP_CHECKPOINT_BYTES', 8 * 1024 * 1024, 4096, 1024 * 1024 * 1024);
+  c.poolLimit = int(env, 'IPXE_CP_POOL_LIMIT', 10_000, 0, 10_000_000);
+  c.registerRate = int(env, 'IPXE_CP_REGISTER_RATE', 100, 1, 1_000_000);
+  c.faultInject = (env.IPXE_CP_FAULT_INJECT ?? '').trim();
   const level = (env.IPXE_CP_LOG_LEVEL || 'info').trim();
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {
     throw new ConfigError(`IPXE_CP_LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent, got ${JSON.stringify(level)}`);

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { conflict, internal, notFound } from '../common/api-error';
+import { ApiError, conflict, internal, notFound } from '../common/api-error';
+import { storageFailure } from '../store/storage-error';
 import { DnsmasqService } from '../dnsmasq/dnsmasq.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
 import { DeviceRecord, WorkerRecord } from '../store/records';
@@ -86,6 +87,8 @@ export class BindingService {
           for (const [k, v] of undo.workers) tx.workers.set(k, v);
         })
         .catch(() => undefined);
+      const storage = storageFailure(e, this.dnsmasq.file);
+      if (storage instanceof ApiError) throw new ApiError(storage.getStatus(), `${storage.message} (the ledger change was rolled back)`);
       throw internal(`dhcp-hosts.conf could not be written, change rolled back: ${(e as Error).message}`);
     }
   }

@@ -14,9 +14,21 @@ export interface FileStamp {
  * Writes are atomic (temp file in the same directory, fsync, rename, fsync of the directory)
  * unless `writeInPlace` is asked for.
  */
+/** Names of our temp files: `.<file>.<pid>.<seq>.tmp` (swept at start, see removeStaleTemps). */
+export const TEMP_FILE = /^\..+\.\d+\.\d+\.tmp$/;
+
 @Injectable()
 export class FileSystem {
   private tmpSeq = 0;
+  /**
+   * Test-only fault injection (IPXE_CP_FAULT_INJECT, off in production): called after each
+   * durable step with a point name such as `rename:devices.yml` or `append:ledger.wal`.
+   */
+  faultHook: ((point: string) => void) | null = null;
+
+  private fault(point: string): void {
+    if (this.faultHook) this.faultHook(point);
+  }
 
   readTextSync(file: string): string | null {
     try {
@@ -50,23 +62,123 @@ export class FileSystem {
     fs.mkdirSync(dir, { recursive: true });
   }
 
-  async writeAtomic(file: string, data: string | Buffer, mode = 0o644): Promise<void> {
+  /** `durable: false` skips the fsyncs (for derived files that are re-derived at start). */
+  async writeAtomic(file: string, data: string | Buffer, mode = 0o644, opts: { durable?: boolean } = {}): Promise<void> {
+    const durable = opts.durable ?? true;
     const dir = path.dirname(file);
     const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${++this.tmpSeq}.tmp`);
-    const fh = await fsp.open(tmp, 'w', mode);
     try {
-      await fh.writeFile(data);
-      await fh.sync();
+      const fh = await fsp.open(tmp, 'w', mode);
+      try {
+        await fh.writeFile(data);
+        if (durable) await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await fsp.rename(tmp, file);
+    } catch (e) {
+      // A failed write (ENOSPC, EROFS, ...) leaves nothing behind: a leftover temp file could
+      // hold the last free blocks that a rollback needs.
+      await fsp.rm(tmp, { force: true }).catch(() => undefined);
+      // Name the file the caller asked for, not our temp file (messages quote it).
+      if (e && typeof e === 'object') (e as NodeJS.ErrnoException).path = file;
+      throw e;
+    }
+    this.fault(`rename:${path.basename(file)}`);
+    if (durable) await this.syncDir(dir);
+  }
+
+  /**
+   * Appends data and makes it durable (fdatasync) before resolving. On any failure the file is
+   * cut back to its previous length, so a later append never continues a partial line.
+   */
+  async appendDurable(file: string, data: string | Buffer): Promise<void> {
+    const fh = await fsp.open(file, 'a', 0o644);
+    let size = -1;
+    try {
+      size = (await fh.stat()).size;
+      const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+      let off = 0;
+      while (off < buf.length) {
+        const { bytesWritten } = await fh.write(buf, off, buf.length - off);
+        off += bytesWritten;
+      }
+      await fh.datasync();
+    } catch (e) {
+      if (size >= 0) await fh.truncate(size).catch(() => undefined);
+      throw e;
     } finally {
       await fh.close();
     }
+    this.fault(`append:${path.basename(file)}`);
+  }
+
+  /** Cuts a file to `length` bytes and makes that durable. */
+  async truncate(file: string, length: number): Promise<void> {
+    const fh = await fsp.open(file, 'r+');
     try {
-      await fsp.rename(tmp, file);
-    } catch (e) {
-      await fsp.rm(tmp, { force: true });
-      throw e;
+      await fh.truncate(length);
+      await fh.datasync();
+    } finally {
+      await fh.close();
     }
-    await this.syncDir(dir);
+  }
+
+  truncateSync(file: string, length: number): void {
+    const fd = fs.openSync(file, 'r+');
+    try {
+      fs.ftruncateSync(fd, length);
+      fs.fdatasyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /**
+   * Takes the lock file of a state directory for this process: a second process on the same
+   * directory is refused (returns the holder's pid); a lock left by a dead process is taken over.
+   */
+  lockSync(file: string): number | null {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const fd = fs.openSync(file, 'wx', 0o644);
+        fs.writeSync(fd, `${process.pid}\n`);
+        fs.closeSync(fd);
+        return null;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      }
+      const pid = Number((this.readTextSync(file) ?? '').trim());
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) return pid;
+      fs.rmSync(file, { force: true }); // stale: its process is gone
+    }
+    return null;
+  }
+
+  unlockSync(file: string): void {
+    const pid = Number((this.readTextSync(file) ?? '').trim());
+    if (pid === process.pid) fs.rmSync(file, { force: true });
+  }
+
+  /** Removes temp files that a killed process left in dir; returns their names. */
+  removeStaleTemps(dir: string): string[] {
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir);
+    } catch {
+      return [];
+    }
+    const removed: string[] = [];
+    for (const n of names) {
+      if (!TEMP_FILE.test(n)) continue;
+      try {
+        fs.rmSync(path.join(dir, n), { force: true });
+        removed.push(n);
+      } catch {
+        // Left for the next start; it is never read.
+      }
+    }
+    return removed;
   }
 
   /** Rewrites the file keeping its inode (a single-file bind mount keeps seeing it). */
@@ -82,9 +194,6 @@ export class FileSystem {
     }
   }
 
-  async append(file: string, data: string): Promise<void> {
-    await fsp.appendFile(file, data, 'utf8');
-  }
 
   /** Reads the file line by line (for the audit log, which can grow large). */
   async *readLines(file: string): AsyncGenerator<string> {
@@ -137,5 +246,14 @@ export class FileSystem {
     } finally {
       await fh?.close();
     }
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

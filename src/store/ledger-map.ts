@@ -23,16 +23,39 @@ const ENTRY = /^ {2}("(?:[^"\\]|\\.)*"): (\{.*\})\s*$/;
  * and saves in milliseconds instead of the seconds a generic YAML round trip costs. Any other
  * YAML a human writes by hand is still accepted through the full parser.
  */
+export type FileCheck<T> =
+  | { kind: 'same' }
+  | { kind: 'corrupt'; error: LedgerFileError }
+  | { kind: 'changed'; theirs: Map<string, T>; text: string; stamp: FileStamp | null };
+
+export interface MergeResult<T> {
+  merged: Map<string, T>;
+  /** Keys whose value differs from what memory held before the merge. */
+  changed: string[];
+  /** Keys both the hand edit and the control plane changed since the last checkpoint (the edit wins). */
+  conflicts: string[];
+}
+
 export class LedgerMap<T extends object> {
   private map = new Map<string, T>();
   /** Each record's serialised line, UTF-8 encoded once: a save is one Buffer.concat. */
   private lines = new Map<string, Buffer>();
+  /**
+   * The records as the file on disk holds them (after our last load or write), by reference:
+   * records are never mutated in place, so `map.get(k) === base.get(k)` means "unchanged since
+   * the file was written". It is the common ancestor when a hand edit is merged.
+   */
+  private base = new Map<string, T>();
   private stamp: FileStamp | null = null;
+  /** The stamp of the file that was found corrupt: not parsed again until it changes. */
+  private corruptStamp: FileStamp | null = null;
   /** Bumped when membership or any record changes through a transaction or reload. */
   version = 0;
-  /** Records changed outside a transaction (report telemetry) that still need a flush. */
-  dirty = false;
-  /** Set when a hand edit made the file unreadable; mutations refuse until it is fixed. */
+  /** Keys changed by report telemetry (outside a transaction) that the change log does not hold yet. */
+  readonly dirtyKeys = new Set<string>();
+  /** Memory holds something the file does not (a checkpoint is due). */
+  stale = false;
+  /** Set when a hand edit made the file unreadable; every write refuses until it is fixed. */
   corrupt: LedgerFileError | null = null;
 
   constructor(
@@ -62,32 +85,99 @@ export class LedgerMap<T extends object> {
   /** Loads the file (missing = empty); throws LedgerFileError naming file and line. */
   loadSync(): void {
     const text = this.fs.readTextSync(this.file);
-    this.replace(text === null ? new Map() : this.parse(text));
+    const m = text === null ? new Map<string, T>() : this.parse(text);
+    this.map = m;
+    this.base = new Map(m);
+    this.lines.clear();
+    this.dirtyKeys.clear();
+    this.stale = false;
+    this.version++;
     this.stamp = this.fs.statSync(this.file);
     this.corrupt = null;
   }
 
-  /** Reloads if someone edited the file by hand since our last read or write. */
-  refreshIfChanged(): boolean {
-    const st = this.fs.statSync(this.file);
-    if (sameStamp(st, this.stamp)) return false;
-    try {
-      const text = this.fs.readTextSync(this.file);
-      this.replace(text === null ? new Map() : this.parse(text));
-      this.corrupt = null;
-    } catch (e) {
-      if (!(e instanceof LedgerFileError)) throw e;
-      this.corrupt = e;
-    }
-    this.stamp = st;
-    return true;
+  /** Validates a record of the change log against this file's grammar. */
+  check(key: string, value: unknown): T {
+    const r = this.validate(key, value);
+    if (!r.ok) throw new Error(`${JSON.stringify(key)}: ${r.error}`);
+    return r.value;
   }
 
-  /** Telemetry update outside the write lock; persisted by the next flush. */
+  /** Has someone written the file since our last load or write? Reads and parses it if so. */
+  checkFile(): FileCheck<T> {
+    const st = this.fs.statSync(this.file);
+    if (sameStamp(st, this.stamp)) return { kind: 'same' };
+    if (this.corrupt && this.corruptStamp && sameStamp(st, this.corruptStamp)) return { kind: 'corrupt', error: this.corrupt };
+    const text = this.fs.readTextSync(this.file);
+    try {
+      return { kind: 'changed', theirs: text === null ? new Map() : this.parse(text), text: text ?? '', stamp: st };
+    } catch (e) {
+      if (!(e instanceof LedgerFileError)) throw e;
+      this.markCorrupt(e, st);
+      return { kind: 'corrupt', error: e };
+    }
+  }
+
+  /** Blocks writes until the file changes again (a parse error or a broken invariant). */
+  markCorrupt(error: LedgerFileError, stamp: FileStamp | null = this.fs.statSync(this.file)): void {
+    this.corrupt = error;
+    this.corruptStamp = stamp;
+  }
+
+  /**
+   * Three-way merge of a hand-edited file (theirs) with memory (ours) against the last written
+   * content (base), key by key: a key only one side changed takes that side; a key both changed
+   * takes the hand edit (the operator's explicit intent) and is reported as a conflict.
+   */
+  merge(theirs: Map<string, T>): MergeResult<T> {
+    const merged = new Map<string, T>();
+    const changed: string[] = [];
+    const conflicts: string[] = [];
+    const keys = new Set<string>([...this.map.keys(), ...theirs.keys(), ...this.base.keys()]);
+    const same = (a: T | undefined, b: T | undefined) => a === b || (a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b));
+    for (const k of keys) {
+      const b = this.base.get(k);
+      const o = this.map.get(k);
+      const t = theirs.get(k);
+      let v: T | undefined;
+      if (same(t, b)) v = o;
+      else if (same(o, b)) v = t;
+      else {
+        v = t;
+        if (!same(t, o)) conflicts.push(k);
+      }
+      if (v !== undefined) merged.set(k, v === t && o !== undefined && same(t, o) ? o : v);
+      if (!same(v, o)) changed.push(k);
+    }
+    return { merged, changed, conflicts };
+  }
+
+  /** Makes a merged hand edit current; the file now holds `theirs`. */
+  adopt(merged: Map<string, T>, theirs: Map<string, T>, stamp: FileStamp | null, changed: string[]): void {
+    this.map = merged;
+    this.base = theirs;
+    this.stamp = stamp;
+    for (const k of changed) this.lines.delete(k);
+    this.corrupt = null;
+    this.stale = true;
+    this.version++;
+  }
+
+  /** Telemetry update outside the write lock; logged by the next telemetry flush. */
   touch(key: string, value: T): void {
     this.map.set(key, value);
     this.lines.delete(key);
-    this.dirty = true;
+    this.dirtyKeys.add(key);
+    this.stale = true;
+  }
+
+  /** A change-log record's value for key, applied at start (replay). */
+  replay(key: string, value: T | undefined): void {
+    this.lines.delete(key);
+    if (value === undefined) this.map.delete(key);
+    else this.map.set(key, value);
+    this.stale = true;
+    this.version++;
   }
 
   render(changes?: Map<string, T | undefined>): Buffer {
@@ -123,26 +213,32 @@ export class LedgerMap<T extends object> {
     return Buffer.concat(parts);
   }
 
-  /** Writes the given content (from render) atomically and remembers the file's stamp. */
-  async write(content: Buffer): Promise<void> {
-    await this.fs.writeAtomic(this.file, content);
+  /**
+   * Checkpoint: writes memory atomically. The base becomes what was rendered; a telemetry touch
+   * that lands during the write keeps the file stale.
+   */
+  async checkpoint(): Promise<void> {
+    const snapshot = new Map(this.map);
+    const content = this.render();
+    this.stale = false;
+    try {
+      await this.fs.writeAtomic(this.file, content);
+    } catch (e) {
+      this.stale = true;
+      throw e;
+    }
     this.stamp = this.fs.statSync(this.file);
+    this.base = snapshot;
   }
 
-  /** Makes committed changes visible in memory (after the file write succeeded). */
+  /** Makes committed changes visible in memory (after the change log holds them). */
   apply(changes: Map<string, T | undefined>): void {
     for (const [k, v] of changes) {
       this.lines.delete(k);
       if (v === undefined) this.map.delete(k);
       else this.map.set(k, v);
     }
-    this.version++;
-  }
-
-  private replace(m: Map<string, T>): void {
-    this.map = m;
-    this.lines.clear();
-    this.dirty = false;
+    if (changes.size) this.stale = true;
     this.version++;
   }
 
@@ -216,6 +312,17 @@ export class LedgerMap<T extends object> {
     }
     return out;
   }
+}
+
+/** The 1-based line where key's entry starts in a ledger file's text (for error messages). */
+export function lineOfKey(text: string, key: string): number {
+  const lines = text.split('\n');
+  const quoted = JSON.stringify(key);
+  for (let i = 0; i < lines.length; i++) {
+    const t = lines[i].trimStart();
+    if (t.startsWith(`${quoted}:`) || t.startsWith(`${key}:`) || t.startsWith(`'${key}':`)) return i + 1;
+  }
+  return 1;
 }
 
 function sameStamp(a: FileStamp | null, b: FileStamp | null): boolean {

@@ -1,11 +1,14 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationBootstrap, Optional, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
+import { AuditService } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
+import { ChangeLog, ChangeRecord } from './change-log';
 import { FileSystem } from './file-system';
-import { LedgerMap } from './ledger-map';
+import { LedgerFileError, LedgerMap, lineOfKey } from './ledger-map';
 import { Mutex } from './mutex';
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
+import { storageFailure } from './storage-error';
 
 interface Change<T> {
   orig: T | undefined;
@@ -80,61 +83,146 @@ export class Tx {
 
 const DEVICES_HEADER = [
   '# Kurrent device ledger: the authority for device <-> worker bindings (bound_worker_id).',
-  '# One device per line in JSON flow style (valid YAML). Hand edits are picked up on the next',
-  '# request; any YAML layout is accepted, this one loads fastest.',
+  '# One device per line in JSON flow style (valid YAML). Hand edits are picked up within a',
+  '# second and merged key by key; any YAML layout is accepted, this one loads fastest.',
 ].join('\n');
 const WORKERS_HEADER = [
   '# Kurrent worker ledger: identity, system disks, install CD and default boot of each worker.',
-  '# One worker per line in JSON flow style (valid YAML). Hand edits are picked up on the next',
-  '# request; any YAML layout is accepted, this one loads fastest.',
+  '# One worker per line in JSON flow style (valid YAML). Hand edits are picked up within a',
+  '# second and merged key by key; any YAML layout is accepted, this one loads fastest.',
 ].join('\n');
 
+/** A repair the store made to keep an invariant (start-up or hand edit); audited as ledger.repair. */
+export interface LedgerRepair {
+  mac: string;
+  worker_id: string;
+  reason: string;
+}
+
+interface Registration {
+  rec: DeviceRecord;
+  resolve: (created: boolean) => void;
+  reject: (e: unknown) => void;
+}
+
+const obj = <T>(m: Map<string, T | undefined>): Record<string, T | null> => {
+  const o: Record<string, T | null> = {};
+  for (const [k, v] of m) o[k] = v ?? null;
+  return o;
+};
+
 /**
- * The file ledger: devices.yml and workers.yml in memory, one write lock, atomic commits that
- * write every touched file before anything becomes visible, and rollback by rewriting the files
- * already written when a later write fails.
+ * The file ledger. devices.yml and workers.yml are held in memory; every commit is first one
+ * fdatasync'ed record in state/ledger.wal (the commit point, so a commit is all-or-nothing
+ * across both files whatever moment the process dies) and only then visible. The YAML files are
+ * checkpoints of memory, rewritten a quiet moment after the last commit (IPXE_CP_CHECKPOINT_MS),
+ * when the log outgrows IPXE_CP_CHECKPOINT_BYTES and at shutdown, so the cost of one mutation
+ * does not grow with the ledger. The dnsmasq projection is derived and re-derived at start.
+ *
+ * Durability: every transaction and every device registration is on disk before it is
+ * acknowledged (registrations of a storm share one fsync). Pure telemetry of known devices
+ * (last_seen, fingerprint, uuid) is logged in batches every IPXE_CP_REPORT_FLUSH_MS and may be
+ * lost in a crash within that window.
+ *
+ * Hand edits are never overwritten: before any write the files are checked against what was last
+ * read or written; a changed file is merged key by key (the edit wins where both sides changed);
+ * a corrupt one blocks every write (commits, telemetry, checkpoints) until fixed.
  */
 @Injectable()
-export class LedgerStore implements OnModuleInit, OnApplicationShutdown {
+export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   private readonly log = new Logger('LedgerStore');
   readonly lock = new Mutex();
   readonly devices: LedgerMap<DeviceRecord>;
   readonly workers: LedgerMap<WorkerRecord>;
+  readonly wal: ChangeLog;
+  private readonly lockFile: string;
   private lastRefresh = 0;
   private flushTimer: NodeJS.Timeout | null = null;
-  private boundIndex: { dv: number; map: Map<string, string> } = { dv: -1, map: new Map() };
-  private hostIndex: { wv: number; map: Map<string, string> } = { wv: -1, map: new Map() };
+  private checkpointTimer: NodeJS.Timeout | null = null;
+  private firstUncheckpointed = 0;
+  private closing = false;
+  private regQueue: Registration[] = [];
+  private regScheduled = false;
+  private readonly listeners: (() => void)[] = [];
+  private repairs: LedgerRepair[] = [];
+  private bootstrapped = false;
+  /**
+   * Indexes kept up to date commit by commit (null = rebuild on next use, after a load, a replay
+   * or a hand edit), so no mutation pays for a scan of the whole ledger.
+   */
+  private bindIdx: Map<string, string> | null = null;
+  private hostIdx: Map<string, string> | null = null;
+  private pooledN: number | null = null;
+  /** Keys changed since the projection (dhcp-hosts.conf) last took them; full = re-derive all. */
+  private feed = { full: true, d: new Set<string>(), w: new Set<string>() };
 
   constructor(
     private readonly config: AppConfig,
     private readonly fs: FileSystem,
+    @Optional() private readonly audit?: AuditService,
   ) {
-    this.devices = new LedgerMap(
-      path.join(config.stateDir, 'devices.yml'),
-      'devices',
-      DEVICES_HEADER,
-      validateDevice,
-      fs,
-    );
-    this.workers = new LedgerMap(
-      path.join(config.stateDir, 'workers.yml'),
-      'workers',
-      WORKERS_HEADER,
-      validateWorker,
-      fs,
-    );
+    this.devices = new LedgerMap(path.join(config.stateDir, 'devices.yml'), 'devices', DEVICES_HEADER, validateDevice, fs);
+    this.workers = new LedgerMap(path.join(config.stateDir, 'workers.yml'), 'workers', WORKERS_HEADER, validateWorker, fs);
+    this.wal = new ChangeLog(path.join(config.stateDir, 'ledger.wal'), fs);
+    this.lockFile = path.join(config.stateDir, 'kurrent.lock');
   }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
     this.fs.mkdirpSync(this.config.stateDir);
+    // Two control planes writing one state directory would undo each other's commits.
+    const holder = this.fs.lockSync(this.lockFile);
+    if (holder !== null) {
+      throw new LedgerFileError(this.lockFile, 1, `state directory in use by another running control plane (pid ${holder})`);
+    }
+    if (this.config.faultInject) this.fs.faultHook = faultHook(this.config.faultInject);
+    const swept = this.fs.removeStaleTemps(this.config.stateDir);
+    if (swept.length) this.log.warn(`removed ${swept.length} temp file(s) a killed process left in ${this.config.stateDir}`);
     this.devices.loadSync();
     this.workers.loadSync();
+    const records = this.wal.loadSync();
+    records.forEach((r, i) => this.replay(r, i + 1));
+    const { dangling, double } = this.violations(this.devices, this.workers);
+    if (double.length) {
+      const [wid, macs] = double[0];
+      const text = this.fs.readTextSync(this.devices.file) ?? '';
+      const lines = macs.map((m) => lineOfKey(text, m));
+      throw new LedgerFileError(
+        this.devices.file,
+        lines[1] ?? lines[0],
+        `worker ${JSON.stringify(wid)} is bound by two devices: ${macs.map((m, i) => `${m} (line ${lines[i]})`).join(', ')}; unbind one by hand`,
+      );
+    }
+    for (const mac of dangling) {
+      const d = this.devices.get(mac)!;
+      this.devices.replay(mac, { ...d, state: 'pooled', bound_worker_id: null });
+      this.noteRepair({ mac, worker_id: d.bound_worker_id!, reason: 'bound to a worker that does not exist; returned to the pool' });
+    }
+    if (records.length || dangling.length) {
+      this.log.log(`replayed ${records.length} change-log record(s), repaired ${dangling.length} binding(s)`);
+      await this.checkpointLocked();
+    }
+  }
+
+  onApplicationBootstrap(): void {
+    this.bootstrapped = true;
+    this.auditRepairs();
   }
 
   async onApplicationShutdown(): Promise<void> {
+    this.closing = true;
     if (this.flushTimer) clearTimeout(this.flushTimer);
-    this.flushTimer = null;
-    await this.lock.run(() => this.flush());
+    if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
+    this.flushTimer = this.checkpointTimer = null;
+    await this.lock.run(async () => {
+      await this.flushLocked().catch((err) => this.log.error({ err }, 'telemetry flush at shutdown failed'));
+      await this.checkpointLocked().catch((err) => this.log.error({ err }, 'checkpoint at shutdown failed; the change log keeps every commit'));
+    });
+    this.fs.unlockSync(this.lockFile);
+  }
+
+  /** Called after a hand edit was merged (the dnsmasq projection re-derives itself). */
+  onExternalChange(fn: () => void): void {
+    this.listeners.push(fn);
   }
 
   /** Reads: picks up hand edits at most every 200 ms, never in the middle of a transaction. */
@@ -142,8 +230,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationShutdown {
     const now = performance.now();
     if (now - this.lastRefresh > 200 && !this.lock.busy) {
       this.lastRefresh = now;
-      this.devices.refreshIfChanged();
-      this.workers.refreshIfChanged();
+      this.syncWithFiles();
     }
     return this;
   }
@@ -155,53 +242,68 @@ export class LedgerStore implements OnModuleInit, OnApplicationShutdown {
 
   /**
    * Runs fn against a transaction and commits it. Must be called under the lock (exclusive).
-   * fn may throw (an ApiError usually): nothing is written then.
+   * fn may throw (an ApiError usually): nothing is written then. Resolves once the commit is
+   * durable; a storage failure (full disk: 507, read-only: 503) changes nothing.
    */
   async commit<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
-    this.devices.refreshIfChanged();
-    this.workers.refreshIfChanged();
-    for (const m of [this.devices, this.workers]) {
-      if (m.corrupt) {
-        throw new ApiError(500, `ledger file is corrupt, fix it by hand first: ${m.corrupt.message}`);
-      }
-    }
+    this.syncWithFiles();
+    this.assertWritable();
     const tx = new Tx(this);
     const result = await fn(tx);
-    const plan: { map: LedgerMap<object>; changes: Map<string, object | undefined> }[] = [];
-    if (tx.devices.changes.size) plan.push({ map: this.devices as LedgerMap<object>, changes: tx.devices.resolve() });
-    if (tx.workers.changes.size) plan.push({ map: this.workers as LedgerMap<object>, changes: tx.workers.resolve() });
-    const written: LedgerMap<object>[] = [];
-    try {
-      for (const p of plan) {
-        // The full render includes pending telemetry, so it counts as a flush too.
-        const wasDirty = p.map.dirty;
-        p.map.dirty = false;
-        try {
-          await p.map.write(p.map.render(p.changes));
-        } catch (e) {
-          p.map.dirty = p.map.dirty || wasDirty;
-          throw e;
-        }
-        written.push(p.map);
-      }
-    } catch (e) {
-      // Rollback = rewrite: the in-memory base still holds the pre-transaction state.
-      for (const m of written) {
-        await m.write(m.render()).catch((err) => this.log.error({ err }, `rollback of ${m.file} failed`));
-      }
-      throw e;
-    }
-    for (const p of plan) p.map.apply(p.changes);
+    const d = tx.devices.changes.size ? tx.devices.resolve() : new Map<string, DeviceRecord | undefined>();
+    const w = tx.workers.changes.size ? tx.workers.resolve() : new Map<string, WorkerRecord | undefined>();
+    if (!d.size && !w.size) return result;
+    await this.append(d, w);
+    this.noteChanges(d, w);
+    if (d.size) this.devices.apply(d);
+    if (w.size) this.workers.apply(w);
+    // A committed record carries the telemetry merged into it.
+    for (const k of d.keys()) this.devices.dirtyKeys.delete(k);
+    await this.afterCommit();
     return result;
   }
 
-  /** Persists telemetry (report) updates soon, coalescing a storm into a few writes. */
+  /**
+   * Registers a device (from /devices/report) durably: concurrent registrations are committed
+   * together, one change-log record and one fsync for the whole group. Resolves false when the
+   * MAC is already known.
+   */
+  register(rec: DeviceRecord): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.regQueue.push({ rec, resolve, reject });
+      if (this.regScheduled) return;
+      this.regScheduled = true;
+      setImmediate(() => this.runRegistrations());
+    });
+  }
+
+  private runRegistrations(): void {
+    this.regScheduled = false;
+    const batch = this.regQueue.splice(0);
+    if (!batch.length) return;
+    this.lock
+      .run(() =>
+        this.commit((tx) =>
+          batch.map((b) => {
+            if (tx.devices.get(b.rec.mac)) return false;
+            tx.devices.set(b.rec.mac, b.rec);
+            return true;
+          }),
+        ),
+      )
+      .then(
+        (created) => batch.forEach((b, i) => b.resolve(created[i])),
+        (err) => batch.forEach((b) => b.reject(err)),
+      );
+  }
+
+  /** Logs report telemetry soon, coalescing a storm into a few change-log records. */
   scheduleFlush(): void {
-    if (this.flushTimer) return;
+    if (this.flushTimer || this.closing) return;
     this.flushTimer = setTimeout(() => {
       this.flushTimer = null;
       this.lock
-        .run(() => this.flush())
+        .run(() => this.flushLocked())
         .catch((err) => {
           this.log.error({ err }, 'flush of device telemetry failed; retrying');
           this.scheduleFlush();
@@ -210,36 +312,267 @@ export class LedgerStore implements OnModuleInit, OnApplicationShutdown {
     this.flushTimer.unref?.();
   }
 
-  private async flush(): Promise<void> {
-    for (const m of [this.devices, this.workers] as LedgerMap<object>[]) {
-      if (!m.dirty) continue;
-      m.dirty = false;
-      try {
-        await m.write(m.render());
-      } catch (e) {
-        m.dirty = true;
-        throw e;
+  /** Number of devices in the pool (state pooled). */
+  pooledCount(): number {
+    if (this.pooledN === null) {
+      let n = 0;
+      for (const d of this.devices.values()) if (d.state === 'pooled') n++;
+      this.pooledN = n;
+    }
+    return this.pooledN;
+  }
+
+  /**
+   * The keys changed since the last call (or full = everything may have changed): the feed the
+   * dnsmasq projection derives itself from incrementally. One consumer.
+   */
+  takeChanges(): { full: boolean; d: Set<string>; w: Set<string> } {
+    const f = this.feed;
+    this.feed = { full: false, d: new Set(), w: new Set() };
+    return f;
+  }
+
+  /** Updates the indexes and the feed with a commit's changes, before they are applied. */
+  private noteChanges(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>): void {
+    for (const [k, next] of d) {
+      const prev = this.devices.get(k);
+      if (this.bindIdx) {
+        if (prev?.bound_worker_id && this.bindIdx.get(prev.bound_worker_id) === k) this.bindIdx.delete(prev.bound_worker_id);
+        if (next?.bound_worker_id) this.bindIdx.set(next.bound_worker_id, k);
       }
+      if (this.pooledN !== null) this.pooledN += (next?.state === 'pooled' ? 1 : 0) - (prev?.state === 'pooled' ? 1 : 0);
+      if (!this.feed.full) this.feed.d.add(k);
+    }
+    for (const [k, next] of w) {
+      const prev = this.workers.get(k);
+      if (this.hostIdx) {
+        if (prev && this.hostIdx.get(prev.hostname) === k) this.hostIdx.delete(prev.hostname);
+        if (next) this.hostIdx.set(next.hostname, k);
+      }
+      if (!this.feed.full) this.feed.w.add(k);
     }
   }
 
-  /** worker_id -> bound device MAC, rebuilt only when the devices ledger changes structurally. */
+  /** After a load, replay or hand edit: indexes rebuild on next use, the projection re-derives. */
+  private invalidate(): void {
+    this.bindIdx = null;
+    this.hostIdx = null;
+    this.pooledN = null;
+    this.feed = { full: true, d: new Set(), w: new Set() };
+  }
+
+  /** Writes both YAML files from memory and empties the change log. Under the lock. */
+  async checkpoint(): Promise<void> {
+    await this.lock.run(() => this.checkpointLocked());
+  }
+
+  private async flushLocked(): Promise<void> {
+    if (!this.devices.dirtyKeys.size) return;
+    this.syncWithFiles();
+    if (this.devices.corrupt || this.workers.corrupt) {
+      // Nothing is written while a hand edit is broken; telemetry waits in memory.
+      this.scheduleFlush();
+      return;
+    }
+    const keys = [...this.devices.dirtyKeys];
+    const d = new Map<string, DeviceRecord | undefined>();
+    for (const k of keys) d.set(k, this.devices.get(k));
+    await this.append(d, new Map());
+    for (const k of keys) this.devices.dirtyKeys.delete(k);
+    this.scheduleCheckpoint();
+  }
+
+  private async checkpointLocked(): Promise<void> {
+    if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
+    this.checkpointTimer = null;
+    this.syncWithFiles();
+    if (this.devices.corrupt || this.workers.corrupt) return;
+    if (!this.wal.count && !this.devices.stale && !this.workers.stale) return;
+    const telemetry = [...this.devices.dirtyKeys];
+    try {
+      // devices.yml first, then workers.yml: a kill in between is repaired by replaying the log.
+      if (this.devices.stale) await this.devices.checkpoint();
+      if (this.workers.stale) await this.workers.checkpoint();
+      await this.wal.reset();
+    } catch (e) {
+      this.scheduleCheckpoint(5000);
+      throw storageFailure(e, this.config.stateDir);
+    }
+    for (const k of telemetry) if (!this.devices.stale) this.devices.dirtyKeys.delete(k);
+    this.firstUncheckpointed = 0;
+  }
+
+  private async afterCommit(): Promise<void> {
+    if (this.config.checkpointMs === 0) {
+      await this.checkpointLocked().catch((err) => this.log.error({ err }, 'checkpoint failed; the change log keeps every commit'));
+    } else if (this.wal.bytes >= this.config.checkpointBytes) this.scheduleCheckpoint(0);
+    else this.scheduleCheckpoint();
+  }
+
+  /** A checkpoint a quiet moment after the last change, and at most 10 x that after the first. */
+  private scheduleCheckpoint(delay = this.config.checkpointMs): void {
+    if (this.closing) return;
+    const now = performance.now();
+    if (!this.firstUncheckpointed) this.firstUncheckpointed = now;
+    const latest = this.firstUncheckpointed + this.config.checkpointMs * 10 - now;
+    if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
+    this.checkpointTimer = setTimeout(
+      () => {
+        this.checkpointTimer = null;
+        this.lock.run(() => this.checkpointLocked()).catch((err) => this.log.error({ err }, 'checkpoint failed; retrying'));
+      },
+      Math.max(0, Math.min(delay, latest)),
+    );
+    this.checkpointTimer.unref?.();
+  }
+
+  private async append(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>): Promise<void> {
+    const rec: ChangeRecord = { seq: this.wal.seq + 1 };
+    if (d.size) rec.d = obj(d);
+    if (w.size) rec.w = obj(w);
+    try {
+      await this.wal.append(rec);
+    } catch (e) {
+      throw storageFailure(e, this.wal.file);
+    }
+  }
+
+  private assertWritable(): void {
+    for (const m of [this.devices, this.workers]) {
+      if (m.corrupt) throw new ApiError(500, `ledger file is corrupt, fix it by hand first: ${m.corrupt.message}`);
+    }
+  }
+
+  private replay(r: ChangeRecord, line: number): void {
+    try {
+      for (const [k, v] of Object.entries(r.d ?? {})) this.devices.replay(k, v === null ? undefined : this.devices.check(k, v));
+      for (const [k, v] of Object.entries(r.w ?? {})) this.workers.replay(k, v === null ? undefined : this.workers.check(k, v));
+    } catch (e) {
+      throw new LedgerFileError(this.wal.file, line, (e as Error).message);
+    }
+  }
+
+  /** Bindings that break the one-device-one-existing-worker invariant. */
+  private violations(
+    devices: { values(): IterableIterator<DeviceRecord> },
+    workers: { has(k: string): boolean },
+  ): { dangling: string[]; double: [string, string[]][] } {
+    const dangling: string[] = [];
+    const byWorker = new Map<string, string[]>();
+    for (const d of devices.values()) {
+      if (!d.bound_worker_id) continue;
+      if (!workers.has(d.bound_worker_id)) dangling.push(d.mac);
+      else byWorker.set(d.bound_worker_id, [...(byWorker.get(d.bound_worker_id) ?? []), d.mac]);
+    }
+    const double = [...byWorker].filter(([, macs]) => macs.length > 1);
+    return { dangling, double };
+  }
+
+  /**
+   * Picks up hand edits: a changed file is merged key by key into memory, checked against the
+   * invariants (a worker bound twice blocks writes; a binding to a missing worker is undone),
+   * then logged and checkpointed. Synchronous, so no request sees half of it.
+   */
+  private syncWithFiles(): void {
+    const cd = this.devices.checkFile();
+    const cw = this.workers.checkFile();
+    if (cd.kind === 'same' && cw.kind === 'same') return;
+    if (cd.kind === 'corrupt' || cw.kind === 'corrupt') return;
+    const md = cd.kind === 'changed' ? this.devices.merge(cd.theirs) : null;
+    const mw = cw.kind === 'changed' ? this.workers.merge(cw.theirs) : null;
+    const devs = md?.merged ?? new Map(this.devices.entries());
+    const wks = mw?.merged ?? new Map(this.workers.entries());
+    const { dangling, double } = this.violations(devs, wks);
+    if (double.length) {
+      const [wid, macs] = double[0];
+      const text = cd.kind === 'changed' ? cd.text : (this.fs.readTextSync(this.devices.file) ?? '');
+      const lines = macs.map((m) => lineOfKey(text, m));
+      this.devices.markCorrupt(new LedgerFileError(
+        this.devices.file,
+        lines[1] ?? lines[0],
+        `worker ${JSON.stringify(wid)} is bound by two devices: ${macs.map((m, i) => `${m} (line ${lines[i]})`).join(', ')}; unbind one by hand`,
+      ));
+      return;
+    }
+    const dChanged = new Set(md?.changed ?? []);
+    for (const mac of dangling) {
+      const d = devs.get(mac)!;
+      devs.set(mac, { ...d, state: 'pooled', bound_worker_id: null });
+      dChanged.add(mac);
+      this.noteRepair({ mac, worker_id: d.bound_worker_id!, reason: 'hand edit left it bound to a worker that does not exist; returned to the pool' });
+    }
+    for (const [file, m] of [[this.devices.file, md], [this.workers.file, mw]] as const) {
+      if (m?.conflicts.length) {
+        this.log.warn(`${file}: hand edit and control plane both changed ${m.conflicts.join(', ')} since the last checkpoint; the hand edit wins`);
+      }
+    }
+    if (cd.kind === 'changed') this.devices.adopt(devs, cd.theirs, cd.stamp, [...dChanged]);
+    else if (dangling.length) for (const mac of dangling) this.devices.replay(mac, devs.get(mac));
+    if (cw.kind === 'changed') this.workers.adopt(wks, cw.theirs, cw.stamp, mw!.changed);
+    this.invalidate();
+    this.log.log(`picked up a hand edit: ${dChanged.size} device(s), ${mw?.changed.length ?? 0} worker(s) changed`);
+    // Log the merged values, so a replay after a crash gives what memory holds now.
+    const dKeys = [...dChanged];
+    const wKeys = mw?.changed ?? [];
+    if (dKeys.length || wKeys.length) {
+      void this.lock
+        .run(async () => {
+          const d = new Map(dKeys.map((k) => [k, this.devices.get(k)] as const));
+          const w = new Map(wKeys.map((k) => [k, this.workers.get(k)] as const));
+          await this.append(d, w);
+          await this.checkpointLocked();
+        })
+        .catch((err) => this.log.error({ err }, 'logging a hand edit failed; it stays in memory and in the file'));
+    }
+    this.auditRepairs();
+    for (const fn of this.listeners) fn();
+  }
+
+  private noteRepair(r: LedgerRepair): void {
+    this.log.warn(`ledger repair: device ${r.mac} ${r.reason} (${r.worker_id})`);
+    this.repairs.push(r);
+  }
+
+  private auditRepairs(): void {
+    if (!this.bootstrapped) return;
+    for (const r of this.repairs.splice(0)) {
+      this.audit?.record('ledger.repair', { ...r, client: 'control-plane' }).catch(() => undefined);
+    }
+  }
+
+  /** worker_id -> bound device MAC. */
   boundMacByWorker(): Map<string, string> {
-    if (this.boundIndex.dv !== this.devices.version) {
+    if (!this.bindIdx) {
       const map = new Map<string, string>();
       for (const d of this.devices.values()) if (d.bound_worker_id) map.set(d.bound_worker_id, d.mac);
-      this.boundIndex = { dv: this.devices.version, map };
+      this.bindIdx = map;
     }
-    return this.boundIndex.map;
+    return this.bindIdx;
   }
 
   /** hostname -> worker_id. */
   workerIdByHostname(): Map<string, string> {
-    if (this.hostIndex.wv !== this.workers.version) {
+    if (!this.hostIdx) {
       const map = new Map<string, string>();
       for (const w of this.workers.values()) map.set(w.hostname, w.worker_id);
-      this.hostIndex = { wv: this.workers.version, map };
+      this.hostIdx = map;
     }
-    return this.hostIndex.map;
+    return this.hostIdx;
   }
+}
+
+/** IPXE_CP_FAULT_INJECT=`<point>@<n>[,...]`: SIGKILL this process the n-th time point is passed. */
+function faultHook(spec: string): (point: string) => void {
+  const want = new Map<string, number>();
+  for (const part of spec.split(',')) {
+    const m = /^(.+)@(\d+)$/.exec(part.trim());
+    if (m) want.set(m[1], Number(m[2]));
+  }
+  const seen = new Map<string, number>();
+  return (point) => {
+    if (!want.has(point)) return;
+    const n = (seen.get(point) ?? 0) + 1;
+    seen.set(point, n);
+    if (n === want.get(point)) process.kill(process.pid, 'SIGKILL');
+  };
 }

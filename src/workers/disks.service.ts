@@ -261,6 +261,9 @@ export class DisksService {
         .deleteTarget(plan.agent, plan.name, true, true)
         .then(() => this.audit.record('agent.delete_disk', { worker_id: id, agent: plan.agent.id, iqn: plan.name, reason: 'rollback: ledger write failed', client }))
         .catch((err) => this.audit.record('agent.delete_disk', { status: 'failed', worker_id: id, agent: plan.agent.id, iqn: plan.name, reason: 'rollback', error: (err as Error).message, client }));
+      if (e instanceof ApiError && (e.getStatus() === 503 || e.getStatus() === 507)) {
+        throw new ApiError(e.getStatus(), `${e.message}; the agent target was removed again`);
+      }
       if (e instanceof ApiError) throw e;
       throw internal(`ledger write failed, target removed again: ${(e as Error).message}`);
     }

@@ -330,15 +330,16 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     await register();
     await t.req('POST', '/workers', { worker_id: 'w9' });
     const fsys = t.app.get(FileSystem);
-    const orig = fsys.writeAtomic.bind(fsys);
-    fsys.writeAtomic = async (file: string, data: string | Buffer, mode?: number) => {
-      if (file.endsWith('workers.yml')) throw new Error('disk full (injected)');
-      return orig(file, data, mode);
+    const orig = fsys.appendDurable.bind(fsys);
+    // The commit point is the change-log append: make it hit a full disk.
+    fsys.appendDurable = async (file: string, data: string | Buffer) => {
+      if (file.endsWith('ledger.wal')) throw Object.assign(new Error('ENOSPC: no space left on device (injected)'), { code: 'ENOSPC' });
+      return orig(file, data);
     };
     const r = await t.req('POST', '/workers/w9/luns/disk', { type: 'empty', os: 'ubuntu', size: '1G', disk_agent: 'a' });
-    fsys.writeAtomic = orig;
-    expect(r.status).toBe(500);
-    expect(r.body.message).toMatch(/target removed again/);
+    fsys.appendDurable = orig;
+    expect(r.status).toBe(507);
+    expect(r.body.message).toMatch(/no space left writing .*ledger\.wal.*nothing was changed.*; the agent target was removed again/);
     expect(tgtd.show()).not.toContain('w9.ubuntu');
     expect(fs.existsSync(path.join(diskA, 'w9.ubuntu.img'))).toBe(false);
     expect((await t.req('GET', '/workers/w9')).body.disks).toEqual([]);

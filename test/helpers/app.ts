@@ -65,6 +65,9 @@ export async function startApp(
     IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'),
     IPXE_CP_LOG_LEVEL: 'silent',
     IPXE_CP_REPORT_FLUSH_MS: '50',
+    // The YAML files are rewritten on every commit, so tests can read them right after a request;
+    // the deferred checkpoint (the production default) has its own tests (ledger-durability).
+    IPXE_CP_CHECKPOINT_MS: '0',
     ...env,
   };
   const app = await createApp(loadConfig(fullEnv), { quiet: true });
@@ -80,7 +83,7 @@ export async function startApp(
   };
   const snapshot = () => {
     const out: Record<string, string> = {};
-    for (const f of ['state/devices.yml', 'state/workers.yml', 'state/settings.json', 'state/operations.jsonl', 'dnsmasq/dhcp-hosts.conf']) {
+    for (const f of ['state/devices.yml', 'state/workers.yml', 'state/ledger.wal', 'state/settings.json', 'state/operations.jsonl', 'dnsmasq/dhcp-hosts.conf']) {
       out[f] = read(f);
     }
     return out;

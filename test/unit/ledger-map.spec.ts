@@ -37,8 +37,8 @@ describe('LedgerMap', () => {
     m.loadSync();
     expect(m.size).toBe(0);
     const changes = new Map([['a', w('a')], ['b', w('b')]]);
-    await m.write(m.render(changes));
     m.apply(changes);
+    await m.checkpoint();
     const text = fs.readFileSync(file, 'utf8');
     expect(text).toBe(`# header\nworkers:\n  "a": ${JSON.stringify(w('a'))}\n  "b": ${JSON.stringify(w('b'))}\n`);
     const again = mk();
@@ -57,10 +57,15 @@ describe('LedgerMap', () => {
     fs.writeFileSync(file, 'workers:\n  a: {"state":"registered"}\n');
     const m = mk();
     m.loadSync();
-    expect(m.refreshIfChanged()).toBe(false);
+    expect(m.checkFile().kind).toBe('same');
     fs.writeFileSync(file, 'workers:\n  a: {"state":"ready"}\n  c: {"state":"registered"}\n');
-    expect(m.refreshIfChanged()).toBe(true);
+    const c = m.checkFile();
+    if (c.kind !== 'changed') throw new Error(`expected a change, got ${c.kind}`);
+    const { merged, changed } = m.merge(c.theirs);
+    expect(changed.sort()).toEqual(['a', 'c']);
+    m.adopt(merged, c.theirs, c.stamp, changed);
     expect(m.get('a')?.state).toBe('ready');
     expect(m.size).toBe(2);
+    expect(m.checkFile().kind).toBe('same');
   });
 });

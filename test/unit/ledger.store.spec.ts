@@ -1,99 +1,242 @@
+import { Logger } from '@nestjs/common';
+import { ApiError } from '../../src/common/api-error';
 import { loadConfig } from '../../src/config/app-config';
-import { FileSystem } from '../../src/store/file-system';
 import { LedgerStore } from '../../src/store/ledger.store';
 import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/store/records';
-
-class MemFs extends FileSystem {
-  files = new Map<string, string>();
-  failOn: string | null = null;
-  log: string[] = [];
-  override readTextSync(f: string) {
-    return this.files.get(f) ?? null;
-  }
-  override statSync(f: string) {
-    const v = this.files.get(f);
-    return v === undefined ? null : { mtimeMs: 1, size: v.length, ino: 1 };
-  }
-  override mkdirpSync() {}
-  override async writeAtomic(f: string, data: string | Buffer) {
-    const d = data.toString();
-    this.log.push(f);
-    if (this.failOn && f.endsWith(this.failOn)) throw new Error(`disk full: ${f}`);
-    this.files.set(f, d);
-  }
-}
+import { MemFs } from '../helpers/mem-fs';
 
 const device = (mac: string, worker: string | null, last_seen: string | null = null): DeviceRecord =>
   newDevice(mac, { state: worker ? 'bound' : 'pooled', bound_worker_id: worker, source: 'ipxe', last_seen });
 const worker = (id: string): WorkerRecord => newWorker(id);
+const M1 = '02:00:00:00:00:01';
+const M2 = '02:00:00:00:00:02';
 
-function setup() {
-  const fs = new MemFs();
-  const store = new LedgerStore(loadConfig({ IPXE_CP_STATE_DIR: '/s', IPXE_CP_REPORT_FLUSH_MS: '0' }), fs);
-  store.onModuleInit();
+async function setup(fs = new MemFs(), env: Record<string, string> = {}) {
+  const store = new LedgerStore(
+    loadConfig({ IPXE_CP_STATE_DIR: '/s', IPXE_CP_REPORT_FLUSH_MS: '0', IPXE_CP_CHECKPOINT_MS: '600000', ...env }),
+    fs,
+  );
+  await store.onModuleInit();
   return { fs, store };
 }
 
+const walLines = (fs: MemFs) => (fs.files.get('/s/ledger.wal') ?? '').split('\n').filter(Boolean);
+
 describe('LedgerStore', () => {
-  it('commits devices.yml then workers.yml and only then shows the change', async () => {
-    const { fs, store } = setup();
+  beforeAll(() => Logger.overrideLogger(false));
+
+  it('a commit is one fsynced change-log record, visible only after it; the YAML files are checkpoints', async () => {
+    const { fs, store } = await setup();
     await store.commit((tx) => {
       tx.workers.set('w1', worker('w1'));
-      tx.devices.set('02:00:00:00:00:01', device('02:00:00:00:00:01', 'w1'));
+      tx.devices.set(M1, device(M1, 'w1'));
       expect(store.devices.size).toBe(0); // not visible before the commit
     });
-    expect(fs.log).toEqual(['/s/devices.yml', '/s/workers.yml']);
-    expect(store.boundMacByWorker().get('w1')).toBe('02:00:00:00:00:01');
+    expect(fs.writes).toEqual([['/s/ledger.wal', 'append']]);
+    expect(walLines(fs)).toHaveLength(1);
+    expect(walLines(fs)[0]).toMatch(/^[0-9a-f]{8} \{"seq":1,"d":\{"02:00:00:00:00:01":/);
+    expect(store.boundMacByWorker().get('w1')).toBe(M1);
+    await store.checkpoint();
+    expect(fs.files.get('/s/devices.yml')).toContain(`"${M1}": {"mac":"${M1}"`);
+    expect(fs.files.get('/s/workers.yml')).toContain('"w1": {"worker_id":"w1"');
+    expect(fs.files.get('/s/ledger.wal')).toBe('');
   });
 
-  it('rolls back by rewriting the files already written when a later write fails', async () => {
-    const { fs, store } = setup();
+  it('IPXE_CP_CHECKPOINT_MS=0 rewrites both files on every commit', async () => {
+    const { fs, store } = await setup(new MemFs(), { IPXE_CP_CHECKPOINT_MS: '0' });
     await store.commit((tx) => {
-      tx.devices.set('02:00:00:00:00:01', device('02:00:00:00:00:01', null));
+      tx.workers.set('w1', worker('w1'));
+      tx.devices.set(M1, device(M1, 'w1'));
     });
-    const before = fs.files.get('/s/devices.yml');
-    fs.failOn = 'workers.yml';
-    await expect(
-      store.commit((tx) => {
+    expect(fs.writes.map(([f, k]) => `${f}:${k}`)).toEqual(['/s/ledger.wal:append', '/s/devices.yml:atomic', '/s/workers.yml:atomic']);
+    expect(fs.files.get('/s/ledger.wal')).toBe('');
+  });
+
+  it('a full disk fails the commit with 507 and changes nothing', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => tx.devices.set(M1, device(M1, null)));
+    const wal = fs.files.get('/s/ledger.wal');
+    fs.failOn = 'ledger.wal';
+    const err = await store
+      .commit((tx) => {
         tx.workers.set('w1', worker('w1'));
-        tx.devices.set('02:00:00:00:00:01', device('02:00:00:00:00:01', 'w1'));
-      }),
-    ).rejects.toThrow('disk full');
-    expect(fs.files.get('/s/devices.yml')).toBe(before);
-    expect(store.devices.get('02:00:00:00:00:01')?.state).toBe('pooled');
+        tx.devices.set(M1, device(M1, 'w1'));
+      })
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err.getStatus()).toBe(507);
+    expect(err.message).toMatch(/no space left writing \/s\/ledger\.wal \(ENOSPC\); nothing was changed/);
+    expect(fs.files.get('/s/ledger.wal')).toBe(wal);
+    expect(store.devices.get(M1)?.state).toBe('pooled');
     expect(store.workers.size).toBe(0);
+    fs.failOn = null; // space is back: works without a restart
+    await store.commit((tx) => tx.workers.set('w1', worker('w1')));
+    expect(store.workers.size).toBe(1);
   });
 
   it('a thrown error inside the transaction writes nothing', async () => {
-    const { fs, store } = setup();
+    const { fs, store } = await setup();
     await expect(
       store.commit((tx) => {
         tx.workers.set('w1', worker('w1'));
         throw new Error('409');
       }),
     ).rejects.toThrow('409');
-    expect(fs.log).toEqual([]);
+    expect(fs.writes).toEqual([]);
   });
 
-  it('keeps report telemetry written during a transaction (three-way merge) and flushes it', async () => {
-    const { fs, store } = setup();
+  it('keeps report telemetry written during a transaction (three-way merge) and logs it in batches', async () => {
+    const { fs, store } = await setup();
     await store.commit((tx) => {
       tx.workers.set('w1', worker('w1'));
-      tx.devices.set('02:00:00:00:00:01', device('02:00:00:00:00:01', null));
+      tx.devices.set(M1, device(M1, null));
     });
     await store.commit(async (tx) => {
-      const d = tx.devices.get('02:00:00:00:00:01')!;
-      // A report lands while the transaction is open.
-      store.devices.touch('02:00:00:00:00:01', { ...d, last_seen: '2026-11-30T00:00:00+00:00' });
+      const d = tx.devices.get(M1)!;
+      store.devices.touch(M1, { ...d, last_seen: '2026-11-30T00:00:00+00:00' }); // a report lands meanwhile
       tx.devices.set(d.mac, { ...d, state: 'bound', bound_worker_id: 'w1' });
     });
-    expect(store.devices.get('02:00:00:00:00:01')).toMatchObject({ state: 'bound', last_seen: '2026-11-30T00:00:00+00:00' });
-    expect(fs.files.get('/s/devices.yml')).toContain('"last_seen":"2026-11-30T00:00:00+00:00"');
-    expect(store.devices.dirty).toBe(false);
-    store.devices.touch('02:00:00:00:00:01', { ...store.devices.get('02:00:00:00:00:01')!, last_seen: 'later' });
+    expect(store.devices.get(M1)).toMatchObject({ state: 'bound', last_seen: '2026-11-30T00:00:00+00:00' });
+    expect(walLines(fs)[1]).toContain('"last_seen":"2026-11-30T00:00:00+00:00"');
+    expect(store.devices.dirtyKeys.size).toBe(0);
+    store.devices.touch(M1, { ...store.devices.get(M1)!, last_seen: 'later' });
     store.scheduleFlush();
     await new Promise((r) => setTimeout(r, 20));
     await store.exclusive(() => undefined);
-    expect(fs.files.get('/s/devices.yml')).toContain('"last_seen":"later"');
+    expect(walLines(fs)).toHaveLength(3);
+    expect(walLines(fs)[2]).toContain('"last_seen":"later"');
+  });
+
+  it('registrations of a storm share one change-log record', async () => {
+    const { fs, store } = await setup();
+    const macs = Array.from({ length: 50 }, (_, i) => `02:00:00:00:01:${i.toString(16).padStart(2, '0')}`);
+    const created = await Promise.all([...macs, macs[0]].map((m) => store.register(device(m, null))));
+    expect(created.filter(Boolean)).toHaveLength(50);
+    expect(walLines(fs)).toHaveLength(1);
+    expect(store.devices.size).toBe(50);
+  });
+
+  it('a restart replays the change log; a torn last record is cut', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => {
+      tx.workers.set('w1', worker('w1'));
+      tx.devices.set(M1, device(M1, 'w1'));
+    });
+    await store.commit((tx) => tx.devices.set(M2, device(M2, null)));
+    const full = fs.files.get('/s/ledger.wal')!;
+    fs.edit('/s/ledger.wal', full + full.split('\n')[1].slice(0, 40)); // a kill mid-append
+    const again = (await setup(fs)).store;
+    expect(again.devices.get(M1)?.bound_worker_id).toBe('w1');
+    expect(again.devices.get(M2)?.state).toBe('pooled');
+    expect(again.workers.get('w1')).toBeDefined();
+    // The replay was checkpointed and the log emptied.
+    expect(fs.files.get('/s/devices.yml')).toContain(M2);
+    expect(fs.files.get('/s/ledger.wal')).toBe('');
+  });
+
+  it('a damaged record before the last one stops the start naming the line', async () => {
+    const fs = new MemFs();
+    const { store } = await setup(fs);
+    await store.commit((tx) => tx.devices.set(M1, device(M1, null)));
+    await store.commit((tx) => tx.devices.set(M2, device(M2, null)));
+    const [a, b] = walLines(fs);
+    fs.edit('/s/ledger.wal', `${a.replace('pooled', 'bound!')}\n${b}\n`);
+    await expect(setup(fs)).rejects.toThrow(/ledger\.wal:1: damaged change-log record/);
+  });
+
+  it('a checkpoint cut between devices.yml and workers.yml is repaired by the replay', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => {
+      tx.workers.set('w1', worker('w1'));
+      tx.devices.set(M1, device(M1, 'w1'));
+    });
+    fs.failOn = 'workers.yml';
+    await expect(store.checkpoint()).rejects.toBeTruthy();
+    expect(fs.files.get('/s/devices.yml')).toContain('"bound_worker_id":"w1"');
+    expect(fs.files.get('/s/workers.yml')).toBeUndefined();
+    fs.failOn = null;
+    const again = (await setup(fs)).store;
+    expect(again.workers.get('w1')).toBeDefined();
+    expect(again.devices.get(M1)?.bound_worker_id).toBe('w1');
+  });
+
+  it('start-up returns a device bound to a missing worker to the pool and refuses a worker bound twice', async () => {
+    const fs = new MemFs();
+    fs.edit('/s/workers.yml', 'workers:\n  w1: {"state":"registered"}\n');
+    fs.edit(
+      '/s/devices.yml',
+      `devices:\n  "${M1}": {"state":"bound","bound_worker_id":"w1"}\n  "${M2}": {"state":"bound","bound_worker_id":"w1"}\n`,
+    );
+    await expect(setup(fs)).rejects.toThrow(/devices\.yml:3: worker "w1" is bound by two devices: 02:00:00:00:00:01 \(line 2\), 02:00:00:00:00:02 \(line 3\)/);
+    fs.edit('/s/devices.yml', `devices:\n  "${M1}": {"state":"bound","bound_worker_id":"gone"}\n`);
+    const { store } = await setup(fs);
+    expect(store.devices.get(M1)).toMatchObject({ state: 'pooled', bound_worker_id: null });
+    expect(fs.files.get('/s/devices.yml')).toContain('"state":"pooled"');
+  });
+
+  it('merges a hand edit key by key with commits that are only in the change log', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => {
+      tx.devices.set(M1, device(M1, null));
+      tx.workers.set('w1', worker('w1'));
+    });
+    await store.checkpoint();
+    await store.commit((tx) => tx.devices.set(M2, device(M2, null))); // in the log only
+    // The operator edits the checkpoint they see: M1 gets a serial.
+    const text = fs.files.get('/s/devices.yml')!.replace('"serial":null', '"serial":"HAND"');
+    fs.edit('/s/devices.yml', text);
+    await store.commit((tx) => tx.workers.set('w2', worker('w2')));
+    expect(store.devices.get(M1)?.fingerprint.serial).toBe('HAND');
+    expect(store.devices.get(M2)).toBeDefined();
+    await store.checkpoint();
+    expect(fs.files.get('/s/devices.yml')).toContain('"serial":"HAND"');
+    expect(fs.files.get('/s/devices.yml')).toContain(M2);
+  });
+
+  it('a broken hand edit blocks commits, telemetry flushes and checkpoints; the file is never rewritten', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => tx.devices.set(M1, device(M1, null)));
+    await store.checkpoint();
+    fs.edit('/s/devices.yml', 'devices:\n  - [broken\n');
+    store.devices.touch(M1, { ...store.devices.get(M1)!, last_seen: 'x' });
+    store.scheduleFlush();
+    await new Promise((r) => setTimeout(r, 20));
+    await store.exclusive(() => undefined);
+    await store.checkpoint();
+    const err = await store.commit((tx) => tx.devices.set(M2, device(M2, null))).catch((e) => e);
+    expect(err.getStatus()).toBe(500);
+    expect(err.message).toMatch(/devices\.yml:\d+/);
+    expect(fs.files.get('/s/devices.yml')).toBe('devices:\n  - [broken\n');
+    expect(walLines(fs)).toHaveLength(0);
+    fs.edit('/s/devices.yml', `devices:\n  "${M1}": {"state":"pooled","serial":"fixed"}\n`);
+    await store.commit((tx) => tx.devices.set(M2, device(M2, null)));
+    expect(store.devices.size).toBe(2);
+  });
+
+  it('a hand edit binding one worker twice blocks writes naming both lines; one to a missing worker is undone', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => {
+      tx.workers.set('w1', worker('w1'));
+      tx.devices.set(M1, device(M1, 'w1'));
+      tx.devices.set(M2, device(M2, null));
+    });
+    await store.checkpoint();
+    const good = fs.files.get('/s/devices.yml')!;
+    const lines = good.split('\n');
+    const l2 = lines.findIndex((l) => l.includes(`"${M2}"`));
+    lines[l2] = lines[l2].replace('"state":"pooled","bound_worker_id":null', '"state":"bound","bound_worker_id":"w1"');
+    fs.edit('/s/devices.yml', lines.join('\n'));
+    const err = await store.commit((tx) => tx.workers.set('w2', worker('w2'))).catch((e) => e);
+    expect(err.message).toMatch(new RegExp(`devices\\.yml:${l2 + 1}: worker "w1" is bound by two devices`));
+    expect(store.devices.get(M2)?.state).toBe('pooled'); // memory keeps the last good state
+    lines[l2] = lines[l2].replace('"bound_worker_id":"w1"', '"bound_worker_id":"ghost"');
+    fs.edit('/s/devices.yml', lines.join('\n'));
+    const changed = jest.fn();
+    store.onExternalChange(changed);
+    store.read();
+    expect(store.devices.get(M2)).toMatchObject({ state: 'pooled', bound_worker_id: null });
+    expect(changed).toHaveBeenCalled();
+    await store.exclusive(() => undefined); // the repair is logged and checkpointed
+    expect(fs.files.get('/s/devices.yml')).not.toContain('ghost');
   });
 });

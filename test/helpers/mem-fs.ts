@@ -1,0 +1,69 @@
+import { FileStamp, FileSystem } from '../../src/store/file-system';
+
+/** In-memory FileSystem for unit tests: the code under test never touches the disk. */
+export class MemFs extends FileSystem {
+  files = new Map<string, string>();
+  /** Every write in order: [file, kind]. */
+  writes: [string, 'atomic' | 'inplace' | 'append'][] = [];
+  /** Writes to a file whose name ends with this fail (ENOSPC). */
+  failOn: string | null = null;
+  private stamps = new Map<string, number>();
+  private seq = 0;
+
+  private fail(f: string): void {
+    if (this.failOn && f.endsWith(this.failOn)) {
+      throw Object.assign(new Error(`ENOSPC: no space left on device, write '${f}'`), { code: 'ENOSPC', path: f });
+    }
+  }
+  private put(f: string, d: string): void {
+    this.files.set(f, d);
+    this.stamps.set(f, ++this.seq);
+  }
+  override readTextSync(f: string) {
+    return this.files.get(f) ?? null;
+  }
+  override async readText(f: string) {
+    return this.files.get(f) ?? null;
+  }
+  override statSync(f: string): FileStamp | null {
+    const v = this.files.get(f);
+    return v === undefined ? null : { mtimeMs: this.stamps.get(f)!, size: v.length, ino: 1 };
+  }
+  override mkdirpSync() {}
+  override lockSync() {
+    return null;
+  }
+  override unlockSync() {}
+  override removeStaleTemps() {
+    return [];
+  }
+  override async writeAtomic(f: string, data: string | Buffer) {
+    this.fail(f);
+    this.put(f, data.toString());
+    this.writes.push([f, 'atomic']);
+  }
+  override async writeInPlace(f: string, d: string) {
+    this.fail(f);
+    this.put(f, d);
+    this.writes.push([f, 'inplace']);
+  }
+  override async appendDurable(f: string, d: string | Buffer) {
+    this.fail(f);
+    this.put(f, (this.files.get(f) ?? '') + d.toString());
+    this.writes.push([f, 'append']);
+  }
+  override async truncate(f: string, n: number) {
+    this.truncateSync(f, n);
+  }
+  override truncateSync(f: string, n: number) {
+    this.put(f, Buffer.from(this.files.get(f) ?? '').subarray(0, n).toString());
+  }
+  override readTailSync(f: string, bytes: number) {
+    const v = this.files.get(f);
+    return v === undefined ? null : v.slice(-bytes);
+  }
+  /** A hand edit: same as a write, but not logged as ours. */
+  edit(f: string, d: string): void {
+    this.put(f, d);
+  }
+}
