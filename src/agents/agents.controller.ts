@@ -29,7 +29,7 @@ export class AgentsController {
   }
 
   /** Registers an agent (written to agents.yml, effective at once). */
-  @ApiErrors(400, 409)
+  @ApiErrors(400, 409, 'writes')
   @Post('agents')
   create(@Body() body: CreateAgentDto, @ClientIp() client: string): Promise<AgentDto> {
     return this.agents.create(body, client);
@@ -44,7 +44,7 @@ export class AgentsController {
   }
 
   /** Replaces an agent's settings; token "" keeps the current token. */
-  @ApiErrors(400, 404)
+  @ApiErrors(400, 404, 'writes')
   @Put('agents/:agent_id')
   update(@Param('agent_id') id: string, @Body() body: UpdateAgentDto, @ClientIp() client: string): Promise<AgentDto> {
     return this.agents.update(id, body, client);
@@ -58,21 +58,21 @@ export class AgentsController {
   }
 
   /** Creates a disk target on that agent (no ledger write). */
-  @ApiErrors(400, 404, 409, 503)
+  @ApiErrors(400, 404, 409, 503, 'writes')
   @Post('agents/:agent_id/luns/disk')
   createDisk(@Param('agent_id') id: string, @Body() body: CreateDiskDto, @ClientIp() client: string): Promise<CreatedLunDto> {
     return this.agents.createDisk(id, body, client);
   }
 
   /** Creates a CD (ISO) target on that agent (no ledger write). */
-  @ApiErrors(400, 404, 409, 503)
+  @ApiErrors(400, 404, 409, 503, 'writes')
   @Post('agents/:agent_id/luns/cd')
   createCd(@Param('agent_id') id: string, @Body() body: CreateCdDto, @ClientIp() client: string): Promise<CreatedLunDto> {
     return this.agents.createCd(id, body, client);
   }
 
   /** Deletes a target on that agent (ignore_missing turns its 404 into success). */
-  @ApiErrors(400, 404, 503)
+  @ApiErrors(400, 404, 503, 'writes')
   @Delete('agents/:agent_id/luns')
   deleteLun(@Param('agent_id') id: string, @Query() q: PassthroughDeleteQueryDto, @ClientIp() client: string): Promise<PassthroughDeletedDto> {
     return this.agents.deleteLun(id, q.iqn, q.delete_file ?? false, q.ignore_missing ?? false, client);

@@ -1,4 +1,4 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
 import { badRequest } from '../common/api-error';
 import { Clock } from '../common/clock';
@@ -20,13 +20,24 @@ export type AuditFields = Omit<AuditEntry, 'id' | 'ts' | 'op' | 'status'> & { st
 
 /**
  * Append-only audit trail (state/operations.jsonl). Ids keep increasing across restarts: the
- * last id is read back from the file's tail at start. Appends are serialised in id order.
+ * last id is read back from the file's tail at start. A torn last line (a kill or a full disk
+ * mid-append) is cut at start and logged, never glued to the next entry.
+ *
+ * Appends are group-committed: entries queued while one write + fdatasync runs go out together in
+ * the next. A failed append is cut back to the previous length and its entries stay queued, in id
+ * order, and are retried (every second, and before any newer entry) until the disk takes them
+ * again; record() still resolves then, because the change it describes is already committed. So
+ * an entry is lost only if the process dies while the disk is full.
  */
 @Injectable()
-export class AuditService implements OnModuleInit {
+export class AuditService implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('Audit');
   readonly file: string;
   private lastId = 0;
-  private queue: Promise<void> = Promise.resolve();
+  private pending: { line: string; done: () => void }[] = [];
+  private writing: Promise<void> | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private failing = false;
 
   constructor(
     config: AppConfig,
@@ -39,30 +50,83 @@ export class AuditService implements OnModuleInit {
   onModuleInit(): void {
     const tail = this.fs.readTailSync(this.file, 64 * 1024);
     if (!tail) return;
-    const lines = tail.split('\n').filter((l) => l.trim() !== '');
-    const last = lines[lines.length - 1];
-    let id: unknown;
-    try {
-      id = (JSON.parse(last) as { id?: unknown }).id;
-    } catch {
-      id = undefined;
+    const total = this.fs.statSync(this.file)?.size ?? 0;
+    if (!tail.endsWith('\n')) {
+      const cut = tail.lastIndexOf('\n');
+      const keep = total - Buffer.byteLength(cut < 0 ? tail : tail.slice(cut + 1), 'utf8');
+      if (cut < 0 && total > tail.length) {
+        throw new LedgerFileError(this.file, 1, 'last audit line is longer than 64 KiB and unterminated');
+      }
+      this.fs.truncateSync(this.file, keep);
+      this.log.warn(`${this.file}: cut a torn last line (${total - keep} bytes, never acknowledged)`);
     }
-    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) {
-      const all = this.fs.readTextSync(this.file) ?? '';
-      const lineNo = all.replace(/\n+$/, '').split('\n').length;
-      throw new LedgerFileError(this.file, lineNo, 'last audit entry is not a JSON object with an integer id');
+    // The highest id in the tail: unparsable lines (glued by an old writer, edited by hand) are
+    // skipped by GET /operations and only their ids are taken into account here.
+    const lines = (cutTail(tail) ?? '').split('\n').filter((l) => l.trim() !== '');
+    for (const l of lines) {
+      let id: unknown;
+      try {
+        id = (JSON.parse(l) as { id?: unknown }).id;
+      } catch {
+        for (const m of l.matchAll(/"id":(\d+)/g)) this.lastId = Math.max(this.lastId, Number(m[1]));
+        continue;
+      }
+      if (typeof id === 'number' && Number.isSafeInteger(id) && id > this.lastId) this.lastId = id;
     }
-    this.lastId = id;
   }
 
-  /** Records one operation; resolves once it is on disk. */
+  async onApplicationShutdown(): Promise<void> {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    await this.drain().catch(() => undefined);
+  }
+
+  /** Records one operation; resolves once it is on disk (or queued for retry on a full disk). */
   record(op: string, fields: AuditFields = {}): Promise<AuditEntry> {
     const { status = 'ok', ...rest } = fields;
     const entry: AuditEntry = { id: ++this.lastId, ts: this.clock.isoNow(), op, status, ...rest };
     const line = JSON.stringify(entry) + '\n';
-    const done = this.queue.then(() => this.fs.append(this.file, line));
-    this.queue = done.catch(() => undefined);
-    return done.then(() => entry);
+    return new Promise((resolve) => {
+      this.pending.push({ line, done: () => resolve(entry) });
+      this.kick();
+    });
+  }
+
+  /** Waits until every queued entry was written or failed (and stays queued). */
+  private async drain(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  private kick(): void {
+    if (this.writing || !this.pending.length) return;
+    this.writing = this.writeBatch().finally(() => {
+      this.writing = null;
+      if (this.pending.length && !this.failing) this.kick();
+    });
+  }
+
+  private async writeBatch(): Promise<void> {
+    const batch = this.pending.slice();
+    try {
+      await this.fs.appendDurable(this.file, batch.map((b) => b.line).join(''));
+      this.pending.splice(0, batch.length);
+      if (this.failing) this.log.log(`audit log writable again; ${batch.length} queued entr(ies) written`);
+      this.failing = false;
+      for (const b of batch) b.done();
+    } catch (err) {
+      if (!this.failing) this.log.error({ err }, `audit append failed; ${batch.length} entr(ies) kept in order and retried`);
+      this.failing = true;
+      // The change each entry describes is committed: do not fail its request, retry the entry.
+      for (const b of batch) b.done();
+      for (const b of batch) b.done = () => undefined;
+      if (!this.retryTimer) {
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = null;
+          this.failing = false;
+          this.kick();
+        }, 1000);
+        this.retryTimer.unref?.();
+      }
+    }
   }
 
   query(q: { since?: number; limit?: number; mac?: string }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
@@ -72,7 +136,7 @@ export class AuditService implements OnModuleInit {
   }
 
   async list(opts: { since: number; limit: number; mac?: string }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
-    await this.queue;
+    await this.drain();
     const entries: AuditEntry[] = [];
     for await (const line of this.fs.readLines(this.file)) {
       if (!line.trim()) continue;
@@ -89,4 +153,11 @@ export class AuditService implements OnModuleInit {
     }
     return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
   }
+}
+
+/** The tail without a torn (unterminated) last line. */
+function cutTail(tail: string): string | null {
+  if (tail.endsWith('\n')) return tail;
+  const cut = tail.lastIndexOf('\n');
+  return cut < 0 ? null : tail.slice(0, cut + 1);
 }

@@ -18,9 +18,10 @@ export class DevicesController {
 
   /**
    * iPXE device report (no auth): updates fingerprint and last_seen; an unknown MAC enters the
-   * pool when auto-register is on; revoked devices are ignored. Answers an empty body.
+   * pool when auto-register is on (on disk before the answer; bounded by IPXE_CP_POOL_LIMIT and a
+   * per-source rate, IPXE_CP_REGISTER_RATE); revoked devices are ignored. Answers an empty body.
    */
-  @ApiErrors('public', 400)
+  @ApiErrors('public', 400, 'writes')
   @Public()
   @Get('report')
   @Header('Content-Type', 'text/plain; charset=utf-8')
@@ -38,7 +39,7 @@ export class DevicesController {
   @ApiQuery({ name: 'mem-speed', required: false, type: String, description: 'Decimal or 0x hex' })
   @ApiQuery({ name: 'chip', required: false, type: String })
   @ApiQuery({ name: 'busid', required: false, type: String })
-  report(@Query() q: ReportQuery, @ClientIp() client: string): string {
+  report(@Query() q: ReportQuery, @ClientIp() client: string): Promise<string> {
     return this.devices.report(q, client);
   }
 
@@ -50,14 +51,14 @@ export class DevicesController {
   }
 
   /** Manual registration into the pool (state=pooled, source=manual). 409 if it exists (revoked included). */
-  @ApiErrors(400, 409, 413)
+  @ApiErrors(400, 409, 413, 'writes')
   @Post()
   register(@Body() body: RegisterDeviceDto, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.register(body, client);
   }
 
   /** Bulk pre-registration: each entry on its own; duplicates skipped, bad or revoked ones failed. */
-  @ApiErrors(400, 413)
+  @ApiErrors(400, 413, 'writes')
   @Post('import')
   @HttpCode(200)
   import(@Body() body: ImportDevicesDto, @ClientIp() client: string): Promise<ImportResultDto> {
@@ -65,7 +66,7 @@ export class DevicesController {
   }
 
   /** Batch bind preview (read-only): matched / conflicts / not_found. */
-  @ApiErrors(400, 413)
+  @ApiErrors(400, 413, 'writes')
   @Post('bind/batch/preview')
   @HttpCode(200)
   preview(@Body() body: BatchBindDto): BatchPreviewDto {
@@ -73,7 +74,7 @@ export class DevicesController {
   }
 
   /** Batch bind execute: idempotent, item by item; succeeded / skipped / failed. */
-  @ApiErrors(400, 413, 500)
+  @ApiErrors(400, 413, 500, 'writes')
   @Post('bind/batch')
   @HttpCode(200)
   batch(@Body() body: BatchBindDto, @ClientIp() client: string): Promise<BatchBindResultDto> {
@@ -88,14 +89,14 @@ export class DevicesController {
   }
 
   /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again). */
-  @ApiErrors(400, 404, 409)
+  @ApiErrors(400, 404, 409, 'writes')
   @Delete(':mac')
   revoke(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.revoke(mac, client);
   }
 
   /** Bind to a worker (one-to-one). force=true swaps atomically; rebinding the same pair is a no-op. */
-  @ApiErrors(400, 404, 409, 500)
+  @ApiErrors(400, 404, 409, 500, 'writes')
   @Post(':mac/bind')
   @HttpCode(200)
   bind(@Param('mac') mac: string, @Query() q: BindQueryDto, @ClientIp() client: string): Promise<DeviceDto> {
@@ -103,7 +104,7 @@ export class DevicesController {
   }
 
   /** Unbind: the device returns to the pool; the worker keeps its disks. */
-  @ApiErrors(400, 404, 409, 500)
+  @ApiErrors(400, 404, 409, 500, 'writes')
   @Delete(':mac/bind')
   unbind(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.unbind(mac, client);

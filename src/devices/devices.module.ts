@@ -3,11 +3,12 @@ import { SettingsModule } from '../settings/settings.module';
 import { BindingService } from './binding.service';
 import { DevicesController } from './devices.controller';
 import { DevicesService } from './devices.service';
+import { RegistrationLimiter } from './registration-limiter';
 
 @Module({
   imports: [SettingsModule],
   controllers: [DevicesController],
-  providers: [DevicesService, BindingService],
+  providers: [DevicesService, BindingService, RegistrationLimiter],
   exports: [DevicesService, BindingService],
 })
 export class DevicesModule {}

@@ -8,6 +8,7 @@ import { SettingsService } from '../settings/settings.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
 import { DeviceRecord, emptyFingerprint, Fingerprint, newDevice } from '../store/records';
 import { BindingService } from './binding.service';
+import { RegistrationLimiter } from './registration-limiter';
 import type {
   BatchBindDto,
   BatchBindResultDto,
@@ -58,13 +59,16 @@ export class DevicesService {
     private readonly settings: SettingsService,
     private readonly audit: AuditService,
     private readonly clock: Clock,
+    private readonly limiter: RegistrationLimiter,
   ) {}
 
   /**
    * GET /devices/report: fingerprint + last_seen for known devices, pool entry for unknown ones
-   * when auto-register is on. Telemetry lands in memory at once and on disk in coalesced flushes.
+   * when auto-register is on. A registration is on disk before the answer (group commit with the
+   * other registrations of a storm); telemetry of known devices lands in memory at once and is
+   * logged in batches (IPXE_CP_REPORT_FLUSH_MS).
    */
-  report(q: ReportQuery, client: string): '' {
+  async report(q: ReportQuery, client: string): Promise<''> {
     const mac = normalizeMac(Array.isArray(q.mac) ? q.mac[0] : q.mac);
     if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(q.mac ?? null)})`);
     const reported: Partial<Fingerprint> = {
@@ -80,29 +84,42 @@ export class DevicesService {
     };
     const uuid = reportString(q, 'uuid');
     const now = this.clock.isoNow();
-    const devices = this.store.read().devices;
-    const d = devices.get(mac);
+    const store = this.store.read();
+    const d = store.devices.get(mac);
     if (d) {
       if (d.state === 'revoked') return '';
-      devices.touch(mac, {
+      store.devices.touch(mac, {
         ...d,
         uuid: uuid ?? d.uuid,
         fingerprint: mergeFingerprint(d.fingerprint, reported),
         first_seen: d.first_seen ?? now,
         last_seen: now,
       });
-      this.store.scheduleFlush();
+      store.scheduleFlush();
       return '';
     }
     if (!this.settings.autoRegister) return '';
-    devices.touch(
-      mac,
+    const verdict = this.limiter.check(client, store.pooledCount());
+    if (!verdict.ok) {
+      if (verdict.burstStart) {
+        this.log.warn(`device registrations refused (${verdict.reason}, limit ${verdict.limit}) from ${client}`);
+        this.audit
+          .record('device.register.limited', {
+            status: 'failed',
+            reason: verdict.reason,
+            limit: verdict.limit,
+            mac,
+            previous_burst_refused: verdict.dropped,
+            client,
+          })
+          .catch(() => undefined);
+      }
+      return '';
+    }
+    const created = await store.register(
       newDevice(mac, { uuid, source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now }),
     );
-    this.store.scheduleFlush();
-    this.audit
-      .record('device.register', { mac, source: 'ipxe', client })
-      .catch((err) => this.log.error({ err }, 'audit of device.register failed'));
+    if (created) await this.audit.record('device.register', { mac, source: 'ipxe', client });
     return '';
   }
 

@@ -18,7 +18,7 @@ export class SettingsController {
   }
 
   /** Switches auto-register; persisted, effective immediately, audited as settings.auto_register. */
-  @ApiErrors(400)
+  @ApiErrors(400, 'writes')
   @Put('auto-register')
   set(@Body() body: AutoRegisterDto, @ClientIp() client: string): Promise<AutoRegisterDto> {
     return this.settings.setAutoRegister(body.enabled, client);

@@ -25,14 +25,14 @@ export class WorkersController {
   ) {}
 
   /** Registers a worker identity (no disk); binds `mac` when given (the device must be pooled). */
-  @ApiErrors(400, 409, 413, 500)
+  @ApiErrors(400, 409, 413, 500, 'writes')
   @Post()
   create(@Body() body: CreateWorkerDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.create(body, client);
   }
 
   /** Creates count workers named prefix + zero-padded index; idempotent, item by item. */
-  @ApiErrors(400, 413, 422, 500)
+  @ApiErrors(400, 413, 422, 500, 'writes')
   @Post('batch')
   @HttpCode(200)
   createBatch(@Body() body: BatchCreateWorkersDto, @ClientIp() client: string): Promise<BatchCreateWorkersResultDto> {
@@ -40,7 +40,7 @@ export class WorkersController {
   }
 
   /** System disks for many workers with one spec; dry_run returns the plan. Succeeded ones get default_os. */
-  @ApiErrors(400, 413)
+  @ApiErrors(400, 413, 'writes')
   @Post('luns/disk/batch')
   @HttpCode(200)
   createDisks(@Body() body: BatchDiskDto, @ClientIp() client: string): Promise<BatchDiskResultDto> {
@@ -48,14 +48,14 @@ export class WorkersController {
   }
 
   /** Creates a system disk (clone of a master or empty) on an agent and records it. */
-  @ApiErrors(400, 404, 409, 500, 502, 503)
+  @ApiErrors(400, 404, 409, 500, 502, 503, 'writes')
   @Post(':worker_id/luns/disk')
   createDisk(@Param('worker_id') id: string, @Body() body: CreateDiskDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.createDisk(id, body, client);
   }
 
   /** Deletes one system disk (target, and the .img with delete_file=true); clears default_os if it was this os. */
-  @ApiErrors(400, 404, 503)
+  @ApiErrors(400, 404, 503, 'writes')
   @Delete(':worker_id/luns/disk/:os')
   deleteDisk(
     @Param('worker_id') id: string,
@@ -67,7 +67,7 @@ export class WorkersController {
   }
 
   /** Deletes several workers item by item (device unbind cascade), one dnsmasq reload. */
-  @ApiErrors(400, 413, 500)
+  @ApiErrors(400, 413, 500, 'writes')
   @Post('delete/batch')
   @HttpCode(200)
   removeBatch(@Body() body: DeleteWorkersBatchDto, @ClientIp() client: string): Promise<DeleteWorkersBatchResultDto> {
@@ -96,21 +96,21 @@ export class WorkersController {
   }
 
   /** Rebinds the worker to another pooled device; the old one returns to the pool. */
-  @ApiErrors(400, 404, 409, 500)
+  @ApiErrors(400, 404, 409, 500, 'writes')
   @Put(':worker_id/mac')
   setMac(@Param('worker_id') id: string, @Body() body: SetMacDto, @ClientIp() client: string): Promise<WorkerMacDto> {
     return this.workers.setMac(id, body.mac, client);
   }
 
   /** Default boot: os (a disk of the worker), menu_default, menu_timeout; null clears. */
-  @ApiErrors(400, 404, 409)
+  @ApiErrors(400, 404, 409, 'writes')
   @Put(':worker_id/default-os')
   setDefaultOs(@Param('worker_id') id: string, @Body() body: DefaultOsDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.setDefaultOs(id, body, client);
   }
 
   /** Deletes the worker; its device returns to the pool and its dhcp-hosts line goes. */
-  @ApiErrors(400, 404, 500)
+  @ApiErrors(400, 404, 500, 'writes')
   @Delete(':worker_id')
   remove(
     @Param('worker_id') id: string,

@@ -154,7 +154,6 @@ describe('ledger consistency', () => {
       ['workers.yml', 'workers:\n  "w1": {"state":"registered"}\n  "w1": {"state":"ready"}\n', /workers\.yml:3: duplicate key/],
       ['workers.yml', 'workers:\n  w1:\n    state: registered\n  w/2:\n    state: ready\n', /workers\.yml:4: .*not a valid worker id/],
       ['settings.json', '{\n  "auto_register": yes\n}\n', /settings\.json:2/],
-      ['operations.jsonl', '{"id":1,"op":"x"}\n{"id":2,"op\n', /operations\.jsonl:2/],
     ];
     for (const [file, content, msg] of cases) {
       for (const f of ['devices.yml', 'workers.yml', 'settings.json', 'operations.jsonl']) fs.rmSync(path.join(dir, 'state', f), { force: true });
