@@ -21,7 +21,21 @@ export interface DnsmasqSyncResult {
 export class DnsmasqService implements OnModuleInit {
   private readonly log = new Logger('Dnsmasq');
   readonly file: string;
-  private current: string | null = null;
+  /** What the file on disk holds, read at start; null once the projection has been compared. */
+  private onDisk: Buffer | null = null;
+  /** The file on disk equals `buf`. */
+  private written = false;
+  /**
+   * The projection, kept incrementally: worker_id -> its row; the rows' sort keys and line lengths
+   * in file order; and the file's bytes in one buffer patched in place (a memmove per changed row),
+   * so a binding change costs O(changed) plus writing the file, never a rebuild and sort.
+   */
+  private rows = new Map<string, { key: string; mac: string }>();
+  private order: string[] = [];
+  private lens: number[] = [];
+  private buf = Buffer.alloc(64 * 1024);
+  private len = 0;
+  private workerByMac = new Map<string, string>();
 
   constructor(
     private readonly config: AppConfig,
@@ -34,22 +48,117 @@ export class DnsmasqService implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     this.fs.mkdirpSync(this.config.dnsmasqDir);
-    this.current = this.fs.readTextSync(this.file);
+    this.fs.removeStaleTemps(this.config.dnsmasqDir);
+    const text = this.fs.readTextSync(this.file);
+    this.onDisk = text === null ? null : Buffer.from(text);
     // Heal a projection left stale by a crash between the ledger write and this file.
     const r = await this.store.exclusive(() => this.sync());
     if (r.reloadError) this.log.warn(`dnsmasq reload at start failed: ${r.reloadError}`);
+    // A hand edit of the ledger that changes a binding reaches dnsmasq at once, not at the next
+    // API change.
+    this.store.onExternalChange(() => {
+      this.store
+        .exclusive(() => this.sync())
+        .then((s) => s.reloadError && this.log.warn(`dnsmasq reload after a hand edit failed: ${s.reloadError}`))
+        .catch((err) => this.log.error({ err }, 'dhcp-hosts.conf could not be rewritten after a hand edit'));
+    });
   }
 
+  /** The file content the ledger implies: `mac,hostname` per bound device, sorted by hostname. */
   render(): string {
-    const rows: [string, string][] = [];
-    const workers = this.store.workers;
+    this.update();
+    return this.content().toString();
+  }
+
+  /**
+   * Brings the rows up to date with the keys the store reports changed (all of them after a load
+   * or a hand edit), so a binding change costs O(changed), not a scan and sort of the fleet.
+   */
+  private update(): void {
+    const ch = this.store.takeChanges();
+    const affected = new Set<string>(ch.w);
+    if (ch.full) this.rebuild();
+    for (const mac of ch.d) {
+      const old = this.workerByMac.get(mac);
+      if (old) affected.add(old);
+      const d = this.store.devices.get(mac);
+      if (d?.bound_worker_id) affected.add(d.bound_worker_id);
+    }
+    const bound = this.store.boundMacByWorker();
+    for (const id of affected) {
+      const w = this.store.workers.get(id);
+      const mac = bound.get(id);
+      const d = mac ? this.store.devices.get(mac) : undefined;
+      const next = w && d && d.state === 'bound' && d.bound_worker_id === id ? { key: `${w.hostname}\0${id}`, mac: d.mac } : null;
+      const prev = this.rows.get(id);
+      if (prev && next && prev.key === next.key && prev.mac === next.mac) continue;
+      this.written = false;
+      if (prev) {
+        this.rows.delete(id);
+        this.workerByMac.delete(prev.mac);
+        const i = lowerBound(this.order, prev.key);
+        const off = this.offsetOf(i);
+        const l = this.lens[i];
+        this.buf.copyWithin(off, off + l, this.len);
+        this.len -= l;
+        this.order.splice(i, 1);
+        this.lens.splice(i, 1);
+      }
+      if (next) {
+        const line = Buffer.from(`${next.mac},${w!.hostname}\n`);
+        this.rows.set(id, next);
+        this.workerByMac.set(next.mac, id);
+        const i = lowerBound(this.order, next.key);
+        const off = this.offsetOf(i);
+        if (this.len + line.length > this.buf.length) {
+          const bigger = Buffer.alloc(Math.max(this.buf.length * 2, this.len + line.length));
+          this.buf.copy(bigger, 0, 0, this.len);
+          this.buf = bigger;
+        }
+        this.buf.copyWithin(off + line.length, off, this.len);
+        line.copy(this.buf, off);
+        this.len += line.length;
+        this.order.splice(i, 0, next.key);
+        this.lens.splice(i, 0, line.length);
+      }
+    }
+  }
+
+  /** Derives every row from the ledger in one pass (start, hand edits). */
+  private rebuild(): void {
+    this.rows.clear();
+    this.workerByMac.clear();
+    const rows: { id: string; key: string; mac: string; line: Buffer }[] = [];
     for (const d of this.store.devices.values()) {
       if (d.state !== 'bound' || !d.bound_worker_id) continue;
-      const w = workers.get(d.bound_worker_id);
-      if (w) rows.push([w.hostname, d.mac]);
+      const w = this.store.workers.get(d.bound_worker_id);
+      if (!w) continue;
+      rows.push({ id: w.worker_id, key: `${w.hostname}\0${w.worker_id}`, mac: d.mac, line: Buffer.from(`${d.mac},${w.hostname}\n`) });
     }
-    rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    return rows.map(([h, m]) => `${m},${h}\n`).join('');
+    rows.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    for (const r of rows) {
+      this.rows.set(r.id, { key: r.key, mac: r.mac });
+      this.workerByMac.set(r.mac, r.id);
+    }
+    this.order = rows.map((r) => r.key);
+    this.lens = rows.map((r) => r.line.length);
+    const content = Buffer.concat(rows.map((r) => r.line));
+    this.buf = Buffer.alloc(Math.max(64 * 1024, content.length * 2));
+    content.copy(this.buf);
+    this.len = content.length;
+    this.written = false;
+  }
+
+  /** Byte offset of row i: a sum over the line lengths (tens of microseconds at 50,000 rows). */
+  private offsetOf(i: number): number {
+    let off = 0;
+    const lens = this.lens;
+    for (let k = 0; k < i; k++) off += lens[k];
+    return off;
+  }
+
+  private content(): Buffer {
+    return this.buf.subarray(0, this.len);
   }
 
   /** Hostname -> MAC as the file on disk has it right now (for /workers/{id}/status). */
@@ -64,11 +173,19 @@ export class DnsmasqService implements OnModuleInit {
 
   /** Rewrites the file when the projection changed, then reloads. Call under the ledger lock. */
   async sync(): Promise<DnsmasqSyncResult> {
-    const content = this.render();
-    if (content === this.current) return { changed: false };
-    if (this.config.dnsmasqWriteMode === 'inplace') await this.fs.writeInPlace(this.file, content);
-    else await this.fs.writeAtomic(this.file, content);
-    this.current = content;
+    this.update();
+    const content = this.content();
+    if (this.onDisk) {
+      // First sync after start: rewrite only if the file differs (a crash or a hand edit).
+      this.written = content.equals(this.onDisk);
+      this.onDisk = null;
+    }
+    if (this.written) return { changed: false };
+    // Derived from the ledger and re-derived at every start, so no fsync: the rename (or the
+    // in-place rewrite) is what dnsmasq needs to never read a half file.
+    if (this.config.dnsmasqWriteMode === 'inplace') await this.fs.writeInPlace(this.file, content.toString());
+    else await this.fs.writeAtomic(this.file, content, 0o644, { durable: false });
+    this.written = true;
     try {
       await this.reload();
       return { changed: true };
@@ -104,4 +221,16 @@ export class DnsmasqService implements OnModuleInit {
 /** The documented 500: the binding file is updated, the reload failed. */
 export function reloadFailed(detail: string): ApiError {
   return new ApiError(500, `dnsmasq reload failed (dhcp-hosts.conf already updated): ${detail}`);
+}
+
+/** First index in the sorted array whose value is >= key (string order, as Array.sort). */
+function lowerBound(a: string[], key: string): number {
+  let lo = 0;
+  let hi = a.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (a[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -1,35 +1,11 @@
 import { Logger } from '@nestjs/common';
+import fc from 'fast-check';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 import { DnsmasqService } from '../../src/dnsmasq/dnsmasq.service';
 import { ProcessRunner } from '../../src/common/process-runner';
-import { FileSystem } from '../../src/store/file-system';
+import { MemFs } from '../helpers/mem-fs';
 import { LedgerStore } from '../../src/store/ledger.store';
 import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/store/records';
-
-/** In-memory FileSystem: the service never touches the disk. */
-class MemFs extends FileSystem {
-  files = new Map<string, string>();
-  writes: [string, 'atomic' | 'inplace'][] = [];
-  override readTextSync(f: string) {
-    return this.files.get(f) ?? null;
-  }
-  override async readText(f: string) {
-    return this.files.get(f) ?? null;
-  }
-  override statSync() {
-    return null;
-  }
-  override mkdirpSync() {}
-  override async writeAtomic(f: string, data: string | Buffer) {
-    const d = data.toString();
-    this.files.set(f, d);
-    this.writes.push([f, 'atomic']);
-  }
-  override async writeInPlace(f: string, d: string) {
-    this.files.set(f, d);
-    this.writes.push([f, 'inplace']);
-  }
-}
 
 class FakeRunner extends ProcessRunner {
   calls: string[][] = [];
@@ -72,6 +48,50 @@ describe('DnsmasqService', () => {
       [s.worker('a', 'zeta'), s.worker('b', 'alpha')],
     );
     expect(s.svc.render()).toBe('02:00:00:00:00:02,alpha\n02:00:00:00:00:01,zeta\n');
+  });
+
+  it('the incremental projection always equals a from-scratch render of the ledger (property)', async () => {
+    const op = fc.record({
+      kind: fc.constantFrom('bind', 'unbind', 'rename', 'delete', 'create'),
+      mac: fc.integer({ min: 0, max: 7 }),
+      worker: fc.integer({ min: 0, max: 5 }),
+      host: fc.constantFrom('a', 'b', 'zz', 'ab', 'a-1', 'm'),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 40 }), async (ops) => {
+        const s = setup({});
+        const macs = Array.from({ length: 8 }, (_, i) => `02:00:00:00:00:0${i}`);
+        await s.put(macs.map((m) => s.device(m, null)), []);
+        const store = (s.svc as unknown as { store: LedgerStore }).store;
+        for (const o of ops) {
+          const id = `w${o.worker}`;
+          const mac = macs[o.mac];
+          await store.commit((tx) => {
+            const w = tx.workers.get(id);
+            const d = tx.devices.get(mac)!;
+            const boundTo = [...tx.devices.values()].find((x) => x.bound_worker_id === id);
+            const hostTaken = [...tx.workers.values()].some((x) => x.hostname === `${o.host}${o.worker}` && x.worker_id !== id);
+            if (o.kind === 'create' && !w) tx.workers.set(id, s.worker(id));
+            if (o.kind === 'rename' && w && !hostTaken) tx.workers.set(id, { ...w, hostname: `${o.host}${o.worker}` });
+            if (o.kind === 'delete' && w) {
+              tx.workers.delete(id);
+              if (boundTo) tx.devices.set(boundTo.mac, { ...boundTo, state: 'pooled', bound_worker_id: null });
+            }
+            if (o.kind === 'bind' && w && !boundTo && !d.bound_worker_id) tx.devices.set(mac, { ...d, state: 'bound', bound_worker_id: id });
+            if (o.kind === 'unbind' && d.bound_worker_id) tx.devices.set(mac, { ...d, state: 'pooled', bound_worker_id: null });
+          });
+          await s.svc.sync();
+          const expected = [...store.devices.values()]
+            .filter((d) => d.bound_worker_id)
+            .map((d) => [store.workers.get(d.bound_worker_id!)!.hostname, d.mac])
+            .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+            .map(([h, m]) => `${m},${h}\n`)
+            .join('');
+          expect(s.fs.files.get('/d/dhcp-hosts.conf') ?? '').toBe(expected);
+        }
+      }),
+      { numRuns: 150 },
+    );
   });
 
   it('docker strategy execs killall -HUP in the container, once per change', async () => {
