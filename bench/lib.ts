@@ -55,7 +55,7 @@ export const workerOf = (i: number) => `seat-${String(i).padStart(5, '0')}`;
 /** Writes a ledger of n pooled-then-bound devices and n workers through the real store code. */
 export async function seedLedger(dir: string, n: number): Promise<void> {
   const store = new LedgerStore(loadConfig({ IPXE_CP_STATE_DIR: path.join(dir, 'state') }), new FileSystem());
-  store.onModuleInit();
+  await store.onModuleInit();
   const now = new Date().toISOString();
   await store.commit((tx) => {
     for (let i = 0; i < n; i++) {
@@ -75,6 +75,7 @@ export async function seedLedger(dir: string, n: number): Promise<void> {
       );
     }
   });
+  await store.onApplicationShutdown(); // checkpoint: the YAML files hold it all
 }
 
 export function tmp(prefix: string): string {
