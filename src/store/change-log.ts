@@ -35,8 +35,8 @@ export class ChangeLog {
     private readonly fs: FileSystem,
   ) {}
 
-  /** Reads the log at start; cuts a torn tail; throws LedgerFileError for damage before it. */
-  loadSync(): ChangeRecord[] {
+  /** Reads the log at start; cuts a torn tail (unless readOnly); throws LedgerFileError for damage before it. */
+  loadSync(readOnly = false): ChangeRecord[] {
     const text = this.fs.readTextSync(this.file);
     this.bytes = 0;
     this.count = 0;
@@ -67,7 +67,7 @@ export class ChangeLog {
       out.push(rec);
       good += Buffer.byteLength(l, 'utf8') + 1;
     }
-    if (good < Buffer.byteLength(text, 'utf8')) this.fs.truncateSync(this.file, good);
+    if (!readOnly && good < Buffer.byteLength(text, 'utf8')) this.fs.truncateSync(this.file, good);
     this.bytes = good;
     this.count = out.length;
     return out;

@@ -576,3 +576,16 @@ function faultHook(spec: string): (point: string) => void {
     if (n === want.get(point)) process.kill(process.pid, 'SIGKILL');
   };
 }
+
+/**
+ * The devices as a restart would see them (devices.yml + the change log), read without writing
+ * anything: for tools and benches that check what is on disk while a control plane runs.
+ */
+export function readDevicesOnDisk(stateDir: string, fs: FileSystem): Map<string, DeviceRecord> {
+  const m = new LedgerMap(path.join(stateDir, 'devices.yml'), 'devices', '', validateDevice, fs);
+  m.loadSync();
+  for (const r of new ChangeLog(path.join(stateDir, 'ledger.wal'), fs).loadSync(true)) {
+    for (const [k, v] of Object.entries(r.d ?? {})) m.replay(k, v === null ? undefined : m.check(k, v));
+  }
+  return new Map(m.entries());
+}
