@@ -59,6 +59,68 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
     });
   });
 
+  describe('on a small loop-mounted ext4 (1 KiB blocks, extents: files up to 4 TiB)', () => {
+    const dir = tempDir('kurrent-ext4-');
+    const img = path.join(dir, 'ext4.img');
+    const mnt = path.join(dir, 'mnt');
+    beforeAll(() => {
+      makeFile(img, 64 << 20);
+      execFileSync('mkfs.ext4', ['-q', '-F', '-b', '1024', img]);
+      fs.mkdirSync(mnt);
+      execFileSync('mount', ['-o', 'loop', img, mnt]);
+    });
+    afterAll(() => {
+      execFileSync('umount', [mnt]);
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('refuses a size the filesystem cannot hold before writing anything; a scan never exports debris', async () => {
+      const disks = path.join(mnt, 'images');
+      fs.mkdirSync(disks);
+      // Debris of an old failed create (a 0-byte image) and of a killed build (a partial dot-file).
+      fs.writeFileSync(path.join(disks, 'w0.abcdefabcdef.img'), '');
+      fs.writeFileSync(path.join(disks, '.w9.abcdefabcdef.img.creating-1-1'), 'x');
+      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'nvmet'), DISK_DIR: disks }, tempDir());
+      const caps = (await a.req('GET', '/capabilities')).body;
+      expect(caps.fs_type).toBe('ext4');
+      expect(caps.max_file_size).toBeGreaterThan(4 * 2 ** 40 - 2 ** 20);
+      expect(caps.max_file_size).toBeLessThan(4 * 2 ** 40);
+      expect(fs.readdirSync(disks).sort()).toEqual(['w0.abcdefabcdef.img']); // the partial build was swept
+      expect((await a.req('GET', '/luns')).body).toEqual([]); // and the 0-byte image not exported
+
+      for (const size of ['64T', '5T']) {
+        const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w1.abcdefabcdef`, size });
+        expect(r.status).toBe(400);
+        expect(r.body.message).toMatch(/^size: .* is larger than the largest file the ext4 filesystem of DISK_DIR can hold \(\d+ bytes, 4T\)$/);
+        expect(fs.readdirSync(disks).sort()).toEqual(['w0.abcdefabcdef.img']);
+      }
+      // The retry with a size that fits works (no 409 from a leftover).
+      const ok = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w1.abcdefabcdef`, size: '3T' });
+      expect(ok.status).toBe(201);
+      const scan = (await a.req('POST', '/luns/scan')).body;
+      expect(scan.created).toEqual([]);
+      expect(scan.skipped).toEqual(
+        expect.arrayContaining([{ iqn: `${NQN}:w0.abcdefabcdef`, reason: 'backing file smaller than 1 MiB (0 bytes), not a disk: w0.abcdefabcdef.img' }]),
+      );
+      expect((await a.req('GET', '/luns')).body.map((t: any) => t.nqn)).toEqual([`${NQN}:w1.abcdefabcdef`]);
+    });
+
+    it('a copy that cannot fit (no reflink on ext4) is a 507 and leaves nothing', async () => {
+      const disks = path.join(mnt, 'images2');
+      fs.mkdirSync(disks);
+      // 40 MiB of real data: one copy fits in the 64 MiB filesystem, a second does not.
+      const fd = fs.openSync(path.join(disks, '_tpl_full.img'), 'w');
+      for (let i = 0; i < 40; i++) fs.writeSync(fd, Buffer.alloc(1 << 20, i + 1));
+      fs.closeSync(fd);
+      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'nvmet2'), DISK_DIR: disks }, tempDir());
+      const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w2.abcdefabcdef`, master: '_tpl_full.img' });
+      expect(r.status).toBe(507);
+      expect(r.body.message).toMatch(/DISK_DIR is too full for a copy of _tpl_full\.img: it needs 40M, .* free \(no reflink here\); nothing was created/);
+      expect(fs.readdirSync(disks)).toEqual(['_tpl_full.img']);
+      expect((await a.req('GET', '/luns')).body).toEqual([]);
+    });
+  });
+
   it('on ext4/tmpfs the fallback copy keeps holes and the data', async () => {
     const d = tempDir();
     a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(d, 'nvmet') }, d);

@@ -26,9 +26,83 @@ export interface ImageStat {
  * All disk-image I/O of the agent. Names are resolved inside one directory and never through a
  * symlink that leaves it.
  */
+/** Names of images being built: dot-prefixed, so neither scans nor masters ever see them. */
+const PARTIAL = /^\..+\.creating-\d+-\d+$/;
+const MAX_PROBE = 64 * 2 ** 40;
+
 @Injectable()
 export class ImageFs {
+  private maxSize: Promise<number> | null = null;
+  private seq = 0;
+
   constructor(readonly dir: string) {}
+
+  /**
+   * The largest file the filesystem of the directory can hold (up to 64 TiB), probed once by
+   * growing a sparse file: ext4 with 4 KiB blocks stops just under 16 TiB, with 1 KiB blocks at
+   * 16 GiB. Checked before a disk is created, so a size the filesystem refuses is a clear 400
+   * instead of an EFBIG half-way.
+   */
+  maxFileSize(): Promise<number> {
+    return (this.maxSize ??= this.probeMaxFileSize());
+  }
+
+  private async probeMaxFileSize(): Promise<number> {
+    const probe = this.pathOf(`.size-probe-${process.pid}`);
+    const fh = await fsp.open(probe, 'w');
+    const fits = async (n: number) => {
+      try {
+        await fh.truncate(n);
+        return true;
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'EFBIG' || code === 'EINVAL') return false;
+        throw e;
+      }
+    };
+    try {
+      if (await fits(MAX_PROBE)) return MAX_PROBE;
+      let lo = 0; // in 512-byte sectors: lo fits, hi does not
+      let hi = MAX_PROBE / 512;
+      while (hi - lo > 1) {
+        const mid = Math.floor((lo + hi) / 2);
+        if (await fits(mid * 512)) lo = mid;
+        else hi = mid;
+      }
+      return lo * 512;
+    } finally {
+      await fh.close();
+      await fsp.rm(probe, { force: true });
+    }
+  }
+
+  /** Bytes a non-root writer can still allocate in the directory's filesystem. */
+  async freeBytes(): Promise<number> {
+    const st = await fsp.statfs(this.dir);
+    return st.bavail * st.bsize;
+  }
+
+  /**
+   * Builds an image under a dot-name and links it to `name` only once it is complete (link fails
+   * with EEXIST, so nothing is overwritten). Whatever fails, the partial file is removed, so no
+   * half-made image ever appears under a name a scan would export.
+   */
+  async buildThenPublish(name: string, build: (tmpName: string) => Promise<void>): Promise<void> {
+    const tmp = `.${name}.creating-${process.pid}-${++this.seq}`;
+    try {
+      await build(tmp);
+      await fsp.link(this.pathOf(tmp), this.pathOf(name));
+    } finally {
+      await this.remove(tmp);
+    }
+  }
+
+  /** Removes partial images a killed agent left behind; returns their names. */
+  async sweepPartial(): Promise<string[]> {
+    const names = (await fsp.readdir(this.dir)).filter((n) => PARTIAL.test(n) || n.startsWith('.size-probe-'));
+    for (const n of names) await this.remove(n);
+    return names;
+  }
 
   /** Absolute path of a plain name inside the directory (the name is validated by the caller). */
   pathOf(name: string): string {

@@ -21,7 +21,14 @@ export class LunsController {
   }
 
   /** Disk target from a master (reflink clone, else sparse copy) or empty (sparse) of `size`. */
-  @ApiErrors(400, [404, 'master not found'], [409, 'iqn exists / file exists'])
+  @ApiErrors(
+    [400, 'Invalid input (the message names the field), or a size the filesystem of DISK_DIR cannot hold. Nothing was created.'],
+    [404, 'master not found'],
+    [409, 'iqn exists / file exists'],
+    [500, 'The target could not be created (tgtadm or configfs error); the image was removed again.'],
+    [503, 'DISK_DIR is not writable. Nothing was created.'],
+    [507, 'DISK_DIR is full, or too full for a copy of the master. Nothing was created.'],
+  )
   @Post('luns/disk')
   createDisk(@Body() body: CreateDiskDto): Promise<CreatedLunDto> {
     return this.luns.createDisk(body);

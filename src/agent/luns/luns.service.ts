@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
-import { badRequest, conflict, notFound } from '../../common/api-error';
+import { ApiError, badRequest, conflict, notFound } from '../../common/api-error';
 import { AgentConfig } from '../agent-config';
 import { TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
@@ -28,6 +28,8 @@ export class LunsService implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     this.images.mkdirp();
+    const partial = await this.images.sweepPartial();
+    if (partial.length) this.log.warn(`removed ${partial.length} partial image(s) a killed create left: ${partial.join(', ')}`);
     await this.backend.start();
     const r = await this.scan();
     if (r.created.length) this.log.log(`rebuilt ${r.created.length} target(s) from ${this.images.dir}`);
@@ -54,15 +56,18 @@ export class LunsService implements OnModuleInit {
     const hosts = dto.allowed_hosts ?? [];
     if (hosts.length && this.backend.name !== 'nvmet') throw badRequest(`allowed_hosts: only the nvmet backend has host NQNs`);
     for (const h of hosts) if (!HOST_NQN.test(h)) throw badRequest(`allowed_hosts: not a host NQN: ${JSON.stringify(h)}`);
-    if (master && !(await this.images.statInside(master))) throw notFound(`master not found: ${master}`);
+    const masterStat = master === undefined ? null : await this.images.statInside(master);
+    if (master && !masterStat) throw notFound(`master not found: ${master}`);
+    const max = await this.images.maxFileSize();
+    if (size > max) {
+      throw badRequest(`size: ${dto.size} is larger than the largest file the ${await this.images.fsType()} filesystem of DISK_DIR can hold (${max} bytes, ${humanSize(max)})`);
+    }
     return this.claim([dto.iqn, `file:${filename}`], async () => {
       if (await this.images.exists(filename)) throw conflict(`file exists: ${filename}`);
       try {
-        if (master) await this.clone(master, filename);
-        else await this.images.createSparse(filename, size);
+        await this.images.buildThenPublish(filename, (tmp) => (master ? this.clone(master, tmp, masterStat!.allocated) : this.images.createSparse(tmp, size)));
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw conflict(`file exists: ${filename}`);
-        throw e;
+        throw this.mapImageError(e, filename);
       }
       const backing = this.images.pathOf(filename);
       try {
@@ -72,7 +77,9 @@ export class LunsService implements OnModuleInit {
         // A create that fails half-way removes what it made.
         await this.backend.remove(dto.iqn).catch(() => null);
         await this.images.remove(filename);
-        throw this.mapBackendError(e);
+        const mapped = this.mapBackendError(e);
+        if (mapped instanceof ApiError) throw mapped;
+        throw new ApiError(500, `target creation failed, the image was removed again: ${(e as Error).message}`);
       }
       return { iqn: dto.iqn, backing };
     });
@@ -133,8 +140,14 @@ export class LunsService implements OnModuleInit {
         out.skipped.push({ iqn: name, reason: 'exists' });
         continue;
       }
-      if (!(await this.images.statInside(e.file))) {
+      const st = await this.images.statInside(e.file);
+      if (!st) {
         out.skipped.push({ iqn: name, reason: `backing file missing: ${e.file}` });
+        continue;
+      }
+      // No disk is smaller than 1 MiB: a smaller .img is debris (an old failed create), never exported.
+      if (!e.cd && st.size < 2 ** 20) {
+        out.skipped.push({ iqn: name, reason: `backing file smaller than 1 MiB (${st.size} bytes), not a disk: ${e.file}` });
         continue;
       }
       try {
@@ -150,16 +163,31 @@ export class LunsService implements OnModuleInit {
     return out;
   }
 
-  /** Reflink when the filesystem can, else a copy that keeps holes. */
-  private async clone(master: string, filename: string): Promise<void> {
+  /** Reflink when the filesystem can, else a copy that keeps holes (refused up front if it cannot fit). */
+  private async clone(master: string, filename: string, allocated: number): Promise<void> {
     try {
       await this.images.reflink(master, filename);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EEXIST') throw e;
       await this.images.remove(filename).catch(() => undefined);
+      const free = await this.images.freeBytes();
+      if (allocated > free) {
+        throw new ApiError(507, `DISK_DIR is too full for a copy of ${master}: it needs ${humanSize(allocated)}, ${humanSize(free)} free (no reflink here); nothing was created`);
+      }
       await this.images.sparseCopy(master, filename);
     }
+  }
+
+  /** Every way an image build can fail, as a documented status; the partial file is already gone. */
+  private mapImageError(e: unknown, filename: string): Error {
+    if (e instanceof ApiError) return e;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return conflict(`file exists: ${filename}`);
+    if (code === 'EFBIG') return badRequest(`size: the filesystem of DISK_DIR cannot hold a file that large (EFBIG); nothing was created`);
+    if (code === 'ENOSPC' || code === 'EDQUOT') return new ApiError(507, `DISK_DIR is full (${code}) creating ${filename}; nothing was created`);
+    if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return new ApiError(503, `DISK_DIR is not writable (${code}); nothing was created`);
+    return new Error(`creating ${filename} failed: ${(e as Error).message}`);
   }
 
   private async claim<R>(keys: string[], fn: () => Promise<R>): Promise<R> {
@@ -180,4 +208,11 @@ export class LunsService implements OnModuleInit {
     if (code === 'ENOHOST') return badRequest((e as Error).message);
     return e as Error;
   }
+}
+
+function humanSize(n: number): string {
+  for (const [u, f] of [['T', 2 ** 40], ['G', 2 ** 30], ['M', 2 ** 20], ['K', 2 ** 10]] as const) {
+    if (n >= f) return `${Math.round((n / f) * 10) / 10}${u}`;
+  }
+  return `${n}B`;
 }

@@ -29,6 +29,7 @@ export class SystemService implements OnModuleInit {
       base_nqn: nvme ? this.config.baseNqn : null,
       clone: reflink ? 'reflink (FICLONE)' : `sparse copy (no reflink on ${fsType})`,
       empty_disk: 'truncate (sparse)',
+      max_file_size: await this.images.maxFileSize(),
       transport: this.backend.transport,
     };
   }

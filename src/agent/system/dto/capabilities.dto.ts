@@ -16,6 +16,9 @@ export class CapabilitiesDto {
   /** Clone method actually available on DISK_DIR, probed at start. */
   clone!: string;
   empty_disk!: string;
+  /** The largest disk image (bytes) the filesystem of DISK_DIR can hold, probed at start (at most 64 TiB). */
+  @ApiProperty({ type: 'integer' })
+  max_file_size!: number;
   @ApiProperty({ enum: ['iscsi', 'nvme-tcp'] })
   transport!: string;
 }
