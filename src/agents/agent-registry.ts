@@ -1,7 +1,7 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
 import { isMap, LineCounter, parseDocument, stringify } from 'yaml';
-import { normalizeId } from '../common/mac';
+import { AGENT_NAME, isAddress, normalizeAddress, TOKEN } from '../common/grammars';
 import { AppConfig } from '../config/app-config';
 import { FileSystem, FileStamp } from '../store/file-system';
 import { LedgerFileError } from '../store/ledger-map';
@@ -24,7 +24,8 @@ export function normalizeBaseUrl(raw: unknown): string | null {
   if (typeof raw !== 'string' || !/^https?:\/\//i.test(raw.trim())) return null;
   try {
     const u = new URL(raw.trim());
-    if (!u.hostname) return null;
+    // The host doubles as the default data-plane address in boot scripts: same grammar.
+    if (!u.hostname || !isAddress(u.hostname) || u.username || u.password || u.search || u.hash) return null;
     return u.toString().replace(/\/+$/, '');
   } catch {
     return null;
@@ -32,17 +33,25 @@ export function normalizeBaseUrl(raw: unknown): string | null {
 }
 
 function validate(id: string, v: unknown): AgentRecord | string {
-  if (normalizeId(id) !== id) return 'agent id must be letters, digits, dot, underscore or hyphen (lower-case)';
+  if (!AGENT_NAME.test(id) || id.includes('..')) return "agent id must be a-z, 0-9, '.', '_' or '-', starting and ending with a letter or digit";
   if (!isObj(v)) return 'entry must be a mapping';
   const base = normalizeBaseUrl(v.base_url);
-  if (!base) return 'base_url must start with http:// or https://';
+  if (!base) return 'base_url must be http(s)://<IPv4, [IPv6] or DNS name>[:port][/path], without credentials, query or fragment';
   const role = isObj(v.role) ? v.role : {};
-  if (v.tags !== undefined && (!Array.isArray(v.tags) || !v.tags.every((t) => typeof t === 'string'))) return 'tags must be a list of strings';
+  if (v.tags !== undefined && (!Array.isArray(v.tags) || !v.tags.every((t) => typeof t === 'string' && AGENT_NAME.test(t) && !t.includes('..')))) {
+    return "tags must be a list of names (a-z, 0-9, '.', '_' or '-', starting and ending with a letter or digit)";
+  }
+  if (v.token !== undefined && v.token !== '' && (typeof v.token !== 'string' || !TOKEN.test(v.token))) return 'token must be visible ASCII without spaces';
+  let iscsi: string | null = null;
+  if (v.iscsi_server !== undefined && v.iscsi_server !== null && v.iscsi_server !== '') {
+    iscsi = typeof v.iscsi_server === 'string' ? normalizeAddress(v.iscsi_server) : null;
+    if (!iscsi) return 'iscsi_server must be an IPv4 address, an IPv6 address or a DNS name';
+  }
   return {
     id,
     base_url: base,
     token: typeof v.token === 'string' ? v.token : '',
-    iscsi_server: typeof v.iscsi_server === 'string' && v.iscsi_server ? v.iscsi_server : null,
+    iscsi_server: iscsi,
     role: { disk: role.disk === true, cd: role.cd === true },
     tags: (v.tags as string[] | undefined) ?? [],
     enabled: v.enabled !== false,

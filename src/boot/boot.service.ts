@@ -5,8 +5,10 @@ import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerStore } from '../store/ledger.store';
 import { WorkerRecord } from '../store/records';
+import { AuditService } from '../audit/audit.service';
 import { DiskVarsResolver } from './disk-vars';
 import type { BootVarsDto } from './dto/boot-vars.dto';
+import { checkVars, IpxeVar, REFUSED_SCRIPT, renderIpxe, ScriptRefused } from './ipxe-script';
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
 
@@ -21,7 +23,11 @@ export class BootService {
     private readonly settings: SettingsService,
     private readonly disks: DiskVarsResolver,
     private readonly config: AppConfig,
+    private readonly audit: AuditService,
   ) {}
+
+  /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
+  private readonly refused = new Set<string>();
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe'): string | BootVarsDto {
@@ -37,14 +43,35 @@ export class BootService {
     const r = this.resolve(mac, hostname);
     if (r.kind === 'none') return format === 'json' ? {} : EMPTY_SCRIPT;
     const vars: BootVarsDto = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
-    if (format === 'json') return vars;
+    const list: IpxeVar[] = [];
+    if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
+    if (vars.iscsi_server) list.push({ name: 'iscsi-server', grammar: 'address', value: vars.iscsi_server });
+    if (vars.iscsi_sep) list.push({ name: 'iscsi-sep', grammar: 'iscsi-sep', value: vars.iscsi_sep });
+    list.push({ name: 'menu-default', grammar: 'menu-name', value: vars.menu_default ?? '' });
+    list.push({ name: 'menu-timeout', grammar: 'number', value: vars.menu_timeout ?? '' });
     const label = r.kind === 'worker' ? r.worker.hostname : `${mac} (pooled, waiting to be bound to a worker)`;
-    let text = `#!ipxe\n# boot vars for ${label}\n`;
-    if (vars.base_iqn) text += `set base-iqn ${vars.base_iqn}\n`;
-    if (vars.iscsi_server) text += `set iscsi-server ${vars.iscsi_server}\n`;
-    if (vars.iscsi_sep) text += `set iscsi-sep ${vars.iscsi_sep}\n`;
-    text += `set menu-default ${vars.menu_default}\nset menu-timeout ${vars.menu_timeout}\n`;
-    return text;
+    try {
+      if (format === 'json') {
+        checkVars(list);
+        return vars;
+      }
+      return renderIpxe(`boot vars for ${label}`, list);
+    } catch (e) {
+      if (!(e instanceof ScriptRefused)) throw e;
+      this.auditRefusal(e, mac, r.kind === 'worker' ? r.worker.worker_id : null);
+      return format === 'json' ? {} : REFUSED_SCRIPT;
+    }
+  }
+
+  private auditRefusal(e: ScriptRefused, mac: string | null, workerId: string | null): void {
+    const key = `${workerId}\0${e.variable}\0${e.value}`;
+    if (this.refused.has(key)) return;
+    if (this.refused.size >= 10_000) this.refused.clear();
+    this.refused.add(key);
+    // The value itself is hostile by definition: only its JSON-escaped form is recorded.
+    this.audit
+      .record('boot.refused', { status: 'failed', mac, worker_id: workerId, variable: e.variable, value: JSON.stringify(e.value).slice(0, 300), client: 'boot-vars' })
+      .catch(() => undefined);
   }
 
   /**

@@ -2,6 +2,7 @@ import { applyDecorators } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import { IsInt, Max, Min, ValidateBy, ValidationOptions } from 'class-validator';
+import { AGENT_NAME, isDeviceMac, normalizeAddress, TOKEN } from './grammars';
 import { ID_PATTERN, normalizeId, normalizeMac } from './mac';
 
 /**
@@ -16,9 +17,11 @@ export function IsMac(opts: { required?: boolean; description?: string } = {}) {
     ValidateBy({
       name: 'isMac',
       validator: {
-        validate: (v) => typeof v === 'string' && normalizeMac(v) === v,
+        validate: (v) => typeof v === 'string' && normalizeMac(v) === v && isDeviceMac(v),
         defaultMessage: (a) =>
-          `${a?.property} must be a MAC address (00:0c:29:b9:8b:2d, 00-0C-29-B9-8B-2D, 000c.29b9.8b2d or 000c29b98b2d)`,
+          typeof a?.value === 'string' && normalizeMac(a.value) === a.value
+            ? `${a?.property} must be a unicast device MAC: broadcast, multicast and all-zero addresses are not devices`
+            : `${a?.property} must be a MAC address (00:0c:29:b9:8b:2d, 00-0C-29-B9-8B-2D, 000c.29b9.8b2d or 000c29b98b2d)`,
       },
     }),
     ApiProperty({
@@ -28,6 +31,56 @@ export function IsMac(opts: { required?: boolean; description?: string } = {}) {
       description: opts.description ?? 'MAC address; colons, hyphens, dots or bare hex, any case.',
     }),
   );
+}
+
+/** An agent id or tag: `[a-z0-9._-]`, lower-cased, starting and ending with a letter or digit. */
+export function IsAgentName(opts: { each?: boolean; example?: string; description?: string } = {}) {
+  return applyDecorators(
+    Transform(({ value }) =>
+      opts.each && Array.isArray(value)
+        ? value.map((x) => (typeof x === 'string' ? x.trim().toLowerCase() : x))
+        : typeof value === 'string'
+          ? value.trim().toLowerCase()
+          : value,
+    ),
+    ValidateBy(
+      {
+        name: 'isAgentName',
+        validator: {
+          validate: (v) => typeof v === 'string' && AGENT_NAME.test(v) && !v.includes('..'),
+          defaultMessage: (a) =>
+            `${a?.property} must be 1-63 characters of a-z, 0-9, '.', '_' or '-', starting and ending with a letter or digit, without '..'`,
+        },
+      },
+      { each: opts.each },
+    ),
+    ...(opts.each ? [] : [ApiProperty({ type: String, pattern: AGENT_NAME.source, maxLength: 63, example: opts.example, description: opts.description })]),
+  );
+}
+
+/** A data-plane address: IPv4, IPv6 (stored bracketed) or a DNS name; anything else is a 400. */
+export function IsAddress() {
+  return applyDecorators(
+    Transform(({ value }) => (typeof value === 'string' && value.trim() !== '' ? (normalizeAddress(value) ?? value) : value)),
+    ValidateBy({
+      name: 'isAddress',
+      validator: {
+        validate: (v) => v === undefined || v === '' || (typeof v === 'string' && normalizeAddress(v) === v),
+        defaultMessage: (a) => `${a?.property} must be an IPv4 address, an IPv6 address or a DNS name`,
+      },
+    }),
+  );
+}
+
+/** A bearer token: visible ASCII (it travels in an HTTP header), or a `${ENV}` placeholder. */
+export function IsToken() {
+  return ValidateBy({
+    name: 'isToken',
+    validator: {
+      validate: (v) => v === undefined || v === '' || (typeof v === 'string' && TOKEN.test(v)),
+      defaultMessage: (a) => `${a?.property} must be visible ASCII characters without spaces (or a \${ENV} placeholder)`,
+    },
+  });
 }
 
 /** worker_id / hostname: letters, digits, dot, underscore, hyphen; lower-cased; no `..`. */

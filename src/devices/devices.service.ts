@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { badRequest, conflict, notFound } from '../common/api-error';
 import { Clock } from '../common/clock';
+import { cleanReportString, isDeviceMac } from '../common/grammars';
 import { normalizeId, normalizeMac } from '../common/mac';
 import { AuditService } from '../audit/audit.service';
 import { reloadFailed } from '../dnsmasq/dnsmasq.service';
@@ -22,14 +23,17 @@ import type { ImportEntryDto, ImportResultDto } from './dto/import-devices.dto';
 import type { RegisterDeviceDto } from './dto/register-device.dto';
 import type { ReportQuery } from './dto/report.dto';
 
-const MAX_REPORT_FIELD = 256;
+/** Over this, a report field is not a firmware string but an attack: 400. */
+const MAX_REPORT_INPUT = 1024;
 
+/** A free-text report field, cleaned (see cleanReportString: no control characters, at most 128). */
 function reportString(q: ReportQuery, name: keyof ReportQuery): string | null {
   let v = q[name];
   if (Array.isArray(v)) v = v[v.length - 1];
   if (v === undefined || v === null) return null;
-  const s = String(v).trim();
-  if (s.length > MAX_REPORT_FIELD) throw badRequest(`${name}: longer than ${MAX_REPORT_FIELD} characters`);
+  const raw = String(v);
+  if (raw.length > MAX_REPORT_INPUT) throw badRequest(`${name}: longer than ${MAX_REPORT_INPUT} characters`);
+  const s = cleanReportString(raw);
   return s === '' ? null : s;
 }
 
@@ -71,6 +75,7 @@ export class DevicesService {
   async report(q: ReportQuery, client: string): Promise<''> {
     const mac = normalizeMac(Array.isArray(q.mac) ? q.mac[0] : q.mac);
     if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(q.mac ?? null)})`);
+    if (!isDeviceMac(mac)) throw badRequest(`mac: ${mac} is not a device MAC (broadcast, multicast and all-zero addresses are refused)`);
     const reported: Partial<Fingerprint> = {
       manufacturer: reportString(q, 'manufacturer'),
       product: reportString(q, 'product'),
@@ -158,6 +163,10 @@ export class DevicesService {
           const mac = normalizeMac(e.mac);
           if (!mac) {
             out.failed.push({ mac: e.mac, error: `invalid MAC address: ${e.mac}` });
+            continue;
+          }
+          if (!isDeviceMac(mac)) {
+            out.failed.push({ mac, error: `not a device MAC (broadcast, multicast or all-zero): ${mac}` });
             continue;
           }
           const existing = tx.devices.get(mac);
@@ -341,6 +350,7 @@ export class DevicesService {
     });
     const mac = normalizeMac(p.mac);
     if (!mac) return issue('not_found', `invalid MAC address: ${p.mac}`, false);
+    if (!isDeviceMac(mac)) return issue('not_found', `not a device MAC (broadcast, multicast or all-zero): ${mac}`, false);
     const workerId = normalizeId(p.worker_id);
     const d = tx.devices.get(mac);
     if (!d) return issue('not_found', `device not in pool: ${mac}`, false);
@@ -371,15 +381,17 @@ export class DevicesService {
 
   private newManual(dto: { mac: string; uuid?: string; manufacturer?: string; product?: string; serial?: string }): DeviceRecord {
     const fingerprint = emptyFingerprint();
-    fingerprint.manufacturer = dto.manufacturer?.trim() || null;
-    fingerprint.product = dto.product?.trim() || null;
-    fingerprint.serial = dto.serial?.trim() || null;
-    return newDevice(dto.mac, { uuid: dto.uuid?.trim() || null, fingerprint });
+    const clean = (v?: string) => (v === undefined ? null : cleanReportString(v) || null);
+    fingerprint.manufacturer = clean(dto.manufacturer);
+    fingerprint.product = clean(dto.product);
+    fingerprint.serial = clean(dto.serial);
+    return newDevice(dto.mac, { uuid: clean(dto.uuid), fingerprint });
   }
 
   parseMac(raw: string): string {
     const mac = normalizeMac(raw);
     if (!mac) throw badRequest(`mac: invalid MAC address ${JSON.stringify(raw)}`);
+    if (!isDeviceMac(mac)) throw badRequest(`mac: ${mac} is not a device MAC (broadcast, multicast and all-zero addresses are refused)`);
     return mac;
   }
 }

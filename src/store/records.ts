@@ -1,3 +1,4 @@
+import { isDeviceMac } from '../common/grammars';
 import { normalizeId, normalizeMac } from '../common/mac';
 import type { Validator } from './ledger-map';
 
@@ -114,6 +115,7 @@ export const validateDevice: Validator<DeviceRecord> = (key, v) => {
   if (!isObj(v)) return { ok: false, error: 'entry must be a mapping' };
   const mac = normalizeMac(key);
   if (mac !== key) return { ok: false, error: 'key must be a lower-case colon MAC (aa:bb:cc:dd:ee:ff)' };
+  if (!isDeviceMac(key)) return { ok: false, error: 'key is not a device MAC (broadcast, multicast and all-zero addresses are refused)' };
   if (v.mac !== undefined && normalizeMac(v.mac) !== key) return { ok: false, error: 'mac does not match the key' };
   if (!DEVICE_STATES.includes(v.state as DeviceState)) {
     return { ok: false, error: `state must be one of ${DEVICE_STATES.join(', ')}` };

@@ -1,7 +1,7 @@
 import { ApiProperty, PickType } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, IsArray, IsBoolean, IsOptional, IsString, MaxLength, ValidateNested } from 'class-validator';
-import { IsWorkerId, QueryBool } from '../../common/validators';
+import { IsAddress, IsAgentName, IsToken, QueryBool } from '../../common/validators';
 
 export class AgentRoleDto {
   /** May hold system disks (storage node). */
@@ -25,12 +25,14 @@ export class UpdateAgentDto {
   @IsOptional()
   @IsString()
   @MaxLength(512)
+  @IsToken()
   token?: string;
 
-  /** iSCSI data-plane address for workers; default: the host of base_url. */
+  /** iSCSI data-plane address for workers (IPv4, IPv6 or a DNS name; rendered into boot scripts); default: the host of base_url. */
   @IsOptional()
   @IsString()
   @MaxLength(255)
+  @IsAddress()
   iscsi_server?: string;
 
   @IsOptional()
@@ -43,7 +45,8 @@ export class UpdateAgentDto {
   @IsArray()
   @ArrayMaxSize(32)
   @IsString({ each: true })
-  @MaxLength(64, { each: true })
+  @MaxLength(63, { each: true })
+  @IsAgentName({ each: true })
   tags?: string[];
 
   /** false drains the node: no new disks or CDs, no liveness probes; existing disks keep serving. */
@@ -53,8 +56,8 @@ export class UpdateAgentDto {
 }
 
 export class CreateAgentDto extends UpdateAgentDto {
-  /** Agent id (lower-cased; letters, digits, '.', '_', '-'). */
-  @IsWorkerId({ example: 'storage-stgt-01' })
+  /** Agent id (lower-cased; letters, digits, '.', '_', '-'; starts and ends with a letter or digit). */
+  @IsAgentName({ example: 'storage-stgt-01' })
   id!: string;
 }
 

@@ -1,0 +1,75 @@
+import { isIPv4, isIPv6 } from 'node:net';
+
+/**
+ * The grammar of every value that can reach an iPXE script, and of the identifiers around them.
+ * The same predicates validate a value when it is written (API, hand-edited files) and when the
+ * renderer emits it, so no stored byte can add a line or a command to a boot script.
+ */
+
+const LABEL = '[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?';
+const DNS_NAME = new RegExp(`^(?=.{1,253}$)${LABEL}(?:\\.${LABEL})*$`, 'i');
+
+/** Agent ids and tags: one grammar, lower-case, no leading or trailing punctuation, no `..`. */
+export const AGENT_NAME = /^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$/;
+
+/** Items of menu.ipxe and operating-system names: `[a-z0-9.-]`, starting with a letter or digit. */
+export const MENU_NAME = /^[a-z0-9][a-z0-9.-]{0,62}$/;
+
+/** The `<base>` of an IQN (iSCSI) or NQN (NVMe) as /boot-vars hands it out (RFC 3720 / NVMe 1.4 names). */
+export const TARGET_BASE = /^(?:iqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9.:-]*[a-z0-9])?|nqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9._:-]*[a-z0-9])?)$/;
+
+/** iPXE's `iscsi-sep`: the LUN part of a sanboot URI (stgt exports LUN 1, LIO LUN 0). */
+export const ISCSI_SEP = /^(?:::::|:::1:)$/;
+
+/** Bearer tokens: visible ASCII only (they travel in an HTTP header), or a `${ENV}` placeholder. */
+export const TOKEN = /^[\x21-\x7e]{1,512}$/;
+
+/** A data-plane address for a URI: IPv4, bracketed IPv6 or a DNS name. */
+export function isAddress(v: string): boolean {
+  if (isIPv4(v)) return true;
+  if (v.startsWith('[') && v.endsWith(']')) return isIPv6(v.slice(1, -1));
+  return DNS_NAME.test(v) && !/^\d+(?:\.\d+)*$/.test(v);
+}
+
+/** An address as written by an operator: bare IPv6 is bracketed (iPXE URIs need the brackets). */
+export function normalizeAddress(raw: string): string | null {
+  const v = raw.trim().toLowerCase();
+  const bracketed = isIPv6(v) ? `[${v}]` : v;
+  return isAddress(bracketed) ? bracketed : null;
+}
+
+export type GrammarName = 'address' | 'target-base' | 'iscsi-sep' | 'menu-name' | 'number' | 'hex64' | 'comment';
+
+const HEX64 = /^[0-9a-f]{64}$/;
+/** Comments: printable ASCII on one line (they are built from validated names and fixed text). */
+const COMMENT = /^[\x20-\x7e]{0,200}$/;
+
+export const GRAMMARS: Record<GrammarName, (v: string) => boolean> = {
+  address: isAddress,
+  'target-base': (v) => v.length <= 223 && TARGET_BASE.test(v),
+  'iscsi-sep': (v) => ISCSI_SEP.test(v),
+  'menu-name': (v) => MENU_NAME.test(v),
+  number: (v) => /^\d{1,10}$/.test(v),
+  hex64: (v) => HEX64.test(v),
+  comment: (v) => COMMENT.test(v),
+};
+
+/** A fingerprint string as /devices/report stores it: see cleanReportString. */
+export const REPORT_FIELD_MAX = 128;
+
+/**
+ * Free text from the unauthenticated /devices/report (SMBIOS strings, chip names): control
+ * characters (C0, DEL, C1), line and paragraph separators, format characters (zero-width, bidi
+ * overrides), unpaired surrogates and characters outside the Basic Multilingual Plane are
+ * dropped, whitespace runs become one space, and the result is cut to REPORT_FIELD_MAX characters.
+ */
+export function cleanReportString(raw: string): string {
+  const kept = raw.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\p{Cf}\u{10000}-\u{10ffff}]|[\ud800-\udfff]/gu, ' ');
+  return kept.replace(/\s+/g, ' ').trim().slice(0, REPORT_FIELD_MAX).trim();
+}
+
+/** MACs a device can have: unicast (I/G bit clear: no multicast, no broadcast) and not all zero. */
+export function isDeviceMac(mac: string): boolean {
+  const first = parseInt(mac.slice(0, 2), 16);
+  return (first & 1) === 0 && mac !== '00:00:00:00:00:00';
+}

@@ -1,0 +1,105 @@
+import fc from 'fast-check';
+import { isIPv4 } from 'node:net';
+import { REFUSED_SCRIPT, renderIpxe, ScriptRefused } from '../../src/boot/ipxe-script';
+import { cleanReportString, GRAMMARS, GrammarName, isDeviceMac, normalizeAddress, REPORT_FIELD_MAX } from '../../src/common/grammars';
+
+const VARS: [string, GrammarName][] = [
+  ['base-iqn', 'target-base'],
+  ['iscsi-server', 'address'],
+  ['iscsi-sep', 'iscsi-sep'],
+  ['menu-default', 'menu-name'],
+  ['menu-timeout', 'number'],
+  ['nonce', 'hex64'],
+];
+
+/** Strings an attacker would try: any Unicode, plus fragments of iPXE syntax and line breaks. */
+const hostile = fc.oneof(
+  fc.string({ unit: 'grapheme', maxLength: 80 }),
+  fc.string({ unit: 'binary', maxLength: 80 }),
+  fc
+    .array(fc.constantFrom('10.0.0.1', 'iqn.2026-07.com.x', '\n', '\r', ' ', '||', '&&', '#', '${net0/ip}', 'chain http://x/', ';', ':::1:', '\u2028', '\t', '0'), {
+      maxLength: 8,
+    })
+    .map((a) => a.join('')),
+);
+
+/** What a rendered line may look like: the shebang, a one-line comment, or `set <name> <token>`. */
+const LINE = /^(?:#!ipxe|# [\x20-\x7e]*|set [a-z][a-z0-9-]* [A-Za-z0-9.:[\]-]+)$/;
+
+describe('the iPXE renderer (property-based)', () => {
+  it('no generated value ever produces a line outside `set <name> <value>`: it renders safely or refuses', () => {
+    fc.assert(
+      fc.property(fc.subarray(VARS, { minLength: 1 }), fc.array(hostile, { minLength: 6, maxLength: 6 }), hostile, (vars, values, label) => {
+        const list = vars.map(([name, grammar], i) => ({ name, grammar, value: values[i] }));
+        let text: string;
+        try {
+          text = renderIpxe(`boot vars for ${label}`, list);
+        } catch (e) {
+          expect(e).toBeInstanceOf(ScriptRefused);
+          return;
+        }
+        const lines = text.split('\n');
+        expect(lines.pop()).toBe('');
+        expect(lines).toHaveLength(list.length + 2);
+        for (const l of lines) expect(l).toMatch(LINE);
+        list.forEach((v, i) => expect(lines[i + 2]).toBe(`set ${v.name} ${v.value}`));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('accepts every well-formed value of each grammar', () => {
+    const ipv4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((o) => o.join('.'));
+    const label = fc.stringMatching(/^[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?$/);
+    const dns = fc.array(label, { minLength: 1, maxLength: 4 }).map((l) => [...l, 'example'].join('.'));
+    const iqn = fc.tuple(fc.integer({ min: 2000, max: 2099 }), fc.integer({ min: 1, max: 12 }), dns).map(([y, m, d]) => `iqn.${y}-${String(m).padStart(2, '0')}.${d}`);
+    fc.assert(
+      fc.property(ipv4, dns, iqn, fc.nat(), fc.stringMatching(/^[0-9a-f]{64}$/), (ip, host, base, n, hex) => {
+        expect(renderIpxe('boot vars for w1', [
+          { name: 'iscsi-server', grammar: 'address', value: ip },
+          { name: 'iscsi-server', grammar: 'address', value: host },
+          { name: 'base-iqn', grammar: 'target-base', value: base },
+          { name: 'menu-timeout', grammar: 'number', value: n },
+          { name: 'nonce', grammar: 'hex64', value: hex },
+        ])).toContain(`set base-iqn ${base}\n`);
+      }),
+    );
+    expect(GRAMMARS.address('[fd00::3]')).toBe(true);
+    expect(GRAMMARS.address('fd00::3')).toBe(false); // must be bracketed in a URI
+    expect(normalizeAddress('FD00::3')).toBe('[fd00::3]');
+    for (const bad of ['10.9.9.9\nchain x', 'ì', '__main__', '999.1.1.1', '10.0.0.1:3260', '-a.example', 'a..b', '']) {
+      expect(GRAMMARS.address(bad)).toBe(false);
+    }
+    expect(['::::', ':::1:'].every(GRAMMARS['iscsi-sep'])).toBe(true);
+  });
+
+  it('a refusal is the inert script, never a partial one', () => {
+    expect(() => renderIpxe('ok', [{ name: 'menu-default', grammar: 'menu-name', value: 'ubuntu\nchain http://x/' }])).toThrow(ScriptRefused);
+    expect(REFUSED_SCRIPT).toMatch(/^#!ipxe\n# [^\n]*\n$/);
+  });
+});
+
+describe('stored strings and MACs (property-based)', () => {
+  it('report strings keep no control, format or astral characters and are capped', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 400 }), (raw) => {
+        const s = cleanReportString(raw);
+        expect(s.length).toBeLessThanOrEqual(REPORT_FIELD_MAX);
+        expect(s).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\p{Cf}\u{10000}-\u{10ffff}]|[\ud800-\udfff]/u);
+        expect(s).toBe(s.trim());
+      }),
+      { numRuns: 2000 },
+    );
+    expect(cleanReportString('ASUSTeK COMPUTER INC.')).toBe('ASUSTeK COMPUTER INC.');
+  });
+
+  it('a device MAC is unicast and not all zero', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 6, maxLength: 6 }), (b) => {
+        const mac = [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+        expect(isDeviceMac(mac)).toBe((b[0] & 1) === 0 && b.some((x) => x !== 0));
+      }),
+    );
+    expect(isIPv4('10.0.0.1')).toBe(true);
+  });
+});
