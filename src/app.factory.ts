@@ -55,7 +55,12 @@ async function installAccessLog(app: NestFastifyApplication, config: AppConfig):
 export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {}): Promise<NestFastifyApplication> {
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config),
-    new FastifyAdapter({ bodyLimit: BODY_LIMIT, trustProxy: false }),
+    new FastifyAdapter({
+      bodyLimit: BODY_LIMIT,
+      trustProxy: false,
+      // HTTPS when configured: iPXE pins this certificate (see `npm run tls:pin`).
+      ...(config.tls ? { https: { cert: config.tls.cert, key: config.tls.key } } : {}),
+    }),
     { bufferLogs: true, logger: opts.quiet ? false : undefined },
   );
   if (!opts.quiet) app.useLogger(app.get(Logger));

@@ -1,3 +1,5 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 /** How dnsmasq is told to re-read dhcp-hosts.conf after a binding change. */
@@ -41,6 +43,11 @@ export class AppConfig {
   poolLimit!: number;
   /** New registrations per second one source address may make through /devices/report (burst: 10 s worth). */
   registerRate!: number;
+  /**
+   * HTTPS for the API and the boot chain (IPXE_CP_TLS_CERT / IPXE_CP_TLS_KEY, PEM files); null =
+   * plain HTTP (development). Read and checked at start: the key must belong to the certificate.
+   */
+  tls!: { cert: Buffer; key: Buffer; fingerprint256: string } | null;
   /** Test-only fault injection (`<point>@<n>`, see FileSystem.faultHook); empty in production. */
   faultInject!: string;
   logLevel!: string;
@@ -121,6 +128,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.poolLimit = int(env, 'IPXE_CP_POOL_LIMIT', 10_000, 0, 10_000_000);
   c.registerRate = int(env, 'IPXE_CP_REGISTER_RATE', 100, 1, 1_000_000);
   c.faultInject = (env.IPXE_CP_FAULT_INJECT ?? '').trim();
+  c.tls = loadTls(env, cwd);
   const level = (env.IPXE_CP_LOG_LEVEL || 'info').trim();
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {
     throw new ConfigError(`IPXE_CP_LOG_LEVEL must be one of fatal,error,warn,info,debug,trace,silent, got ${JSON.stringify(level)}`);
@@ -131,4 +139,36 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
   c.env = Object.freeze({ ...env });
   return c;
+}
+
+/** The TLS certificate and key, both or neither, and the key must match the certificate. */
+export function loadTls(env: Env, cwd: string): AppConfig['tls'] {
+  const certPath = (env.IPXE_CP_TLS_CERT ?? '').trim();
+  const keyPath = (env.IPXE_CP_TLS_KEY ?? '').trim();
+  if (!certPath && !keyPath) return null;
+  if (!certPath) throw new ConfigError('IPXE_CP_TLS_CERT is required when IPXE_CP_TLS_KEY is set');
+  if (!keyPath) throw new ConfigError('IPXE_CP_TLS_KEY is required when IPXE_CP_TLS_CERT is set');
+  const read = (name: string, p: string) => {
+    try {
+      return fs.readFileSync(path.resolve(cwd, p));
+    } catch (e) {
+      throw new ConfigError(`${name}: cannot read ${p}: ${(e as Error).message}`);
+    }
+  };
+  const cert = read('IPXE_CP_TLS_CERT', certPath);
+  const key = read('IPXE_CP_TLS_KEY', keyPath);
+  let x509: X509Certificate;
+  try {
+    x509 = new X509Certificate(cert);
+  } catch (e) {
+    throw new ConfigError(`IPXE_CP_TLS_CERT: ${certPath} is not a PEM certificate: ${(e as Error).message}`);
+  }
+  let pk;
+  try {
+    pk = createPrivateKey(key);
+  } catch (e) {
+    throw new ConfigError(`IPXE_CP_TLS_KEY: ${keyPath} is not a PEM private key: ${(e as Error).message}`);
+  }
+  if (!x509.checkPrivateKey(pk)) throw new ConfigError(`IPXE_CP_TLS_KEY: ${keyPath} does not belong to the certificate ${certPath}`);
+  return { cert, key, fingerprint256: x509.fingerprint256 };
 }
