@@ -168,7 +168,7 @@ describe('ledger consistency', () => {
     fs.mkdirSync(path.join(dir, 'config'));
     const file = path.join(dir, 'config/agents.yml');
     fs.writeFileSync(file, 'agents:\n  st1:\n    base_url: ftp://x\n');
-    await expect(startApp({}, { dir })).rejects.toThrow(/agents\.yml:2: "st1": base_url must start with http/);
+    await expect(startApp({}, { dir })).rejects.toThrow(/agents\.yml:2: "st1": base_url must be http\(s\):\/\//);
     fs.writeFileSync(file, 'agents:\n  st1:\n    base_url: http://10.0.0.11:4840/\n    token: ${ST1_TOKEN}\n    role: {disk: true}\n');
     t = await startApp({}, { dir });
     expect((await t.req('GET', '/agents?live=false')).body).toEqual([
