@@ -4,10 +4,10 @@ import { ApiExtraModels, ApiOkResponse, ApiProduces, ApiQuery, ApiTags, getSchem
 import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { BootService } from './boot.service';
-import { BootVarsDto } from './dto/boot-vars.dto';
+import { BootVarsDto, ChallengeDto } from './dto/boot-vars.dto';
 
 @ApiTags('boot')
-@ApiExtraModels(BootVarsDto)
+@ApiExtraModels(BootVarsDto, ChallengeDto)
 @Controller()
 export class BootController {
   constructor(private readonly boot: BootService) {}
@@ -24,6 +24,13 @@ export class BootController {
   @ApiQuery({ name: 'mac', required: false, type: String, description: 'MAC in colon or bare-hex form' })
   @ApiQuery({ name: 'hostname', required: false, type: String })
   @ApiQuery({ name: 'format', required: false, enum: ['ipxe', 'json'] })
+  @ApiQuery({ name: 'nonce', required: false, type: String, description: 'With signature enforcement: the nonce from /devices/challenge (64 hex digits)' })
+  @ApiQuery({
+    name: 'sig',
+    required: false,
+    type: String,
+    description: 'With signature enforcement: ECDSA P-256/SHA-256 over nonce (32 bytes) || mac (6 bytes), raw r || s as 128 hex digits (not DER)',
+  })
   @ApiOkResponse({
     description: 'An iPXE script (default) or, with format=json, the same variables as JSON.',
     content: {
@@ -41,6 +48,31 @@ export class BootController {
     // The raw query through @Req (which no pipe touches) on the hottest route: BootService
     // validates by hand. A string goes out as text/plain, an object as application/json.
     const q = req.query;
-    return this.boot.bootVars(q.mac, q.hostname, q.format ?? 'ipxe');
+    return this.boot.bootVars(q.mac, q.hostname, q.format ?? 'ipxe', q.nonce, q.sig);
+  }
+
+  /**
+   * One-time challenge for signature enforcement (no auth). The device signs, with ECDSA P-256 /
+   * SHA-256, the 38 bytes `nonce (32 bytes) || mac (6 bytes)` and passes the raw `r || s` (128 hex
+   * digits) as /boot-vars?...&nonce=<64 hex>&sig=<128 hex>. A nonce lives 60 s, is bound to that
+   * MAC and works once; a new challenge supersedes the previous one. Unknown MACs get an answer of
+   * the same form (nothing is stored for them).
+   */
+  @ApiErrors('public', 400)
+  @Public()
+  @Get('devices/challenge')
+  @Header('Cache-Control', 'no-store')
+  @ApiProduces('text/plain', 'application/json')
+  @ApiQuery({ name: 'mac', required: true, type: String, description: 'MAC in colon or bare-hex form' })
+  @ApiQuery({ name: 'format', required: false, enum: ['ipxe', 'json'] })
+  @ApiOkResponse({
+    description: '`set nonce <64 hex>` as an iPXE script, or `{nonce, expires_at}` with format=json.',
+    content: {
+      'text/plain': { schema: { type: 'string', example: '#!ipxe\n# challenge: sign nonce || mac with the device key\nset nonce 9f2c0a41e0b7c3d5a6f8e9d0c1b2a3948576a5b4c3d2e1f0a9b8c7d6e5f40312\n' } },
+      'application/json': { schema: { $ref: getSchemaPath(ChallengeDto) } },
+    },
+  })
+  challenge(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | ChallengeDto {
+    return this.boot.challenge(req.query.mac, req.query.format ?? 'ipxe');
   }
 }

@@ -3,11 +3,12 @@ import { AgentsModule } from '../agents/agents.module';
 import { SettingsModule } from '../settings/settings.module';
 import { BootController } from './boot.controller';
 import { BootService } from './boot.service';
+import { ChallengeService } from './challenge.service';
 import { DiskVarsResolver } from './disk-vars';
 
 @Module({
   imports: [SettingsModule, AgentsModule],
   controllers: [BootController],
-  providers: [BootService, DiskVarsResolver],
+  providers: [BootService, DiskVarsResolver, ChallengeService],
 })
 export class BootModule {}

@@ -1,11 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { badRequest } from '../common/api-error';
+import { Clock } from '../common/clock';
 import { normalizeId, normalizeMac } from '../common/mac';
 import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerStore } from '../store/ledger.store';
 import { WorkerRecord } from '../store/records';
+import { KeyObject } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
+import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
+import { ChallengeService } from './challenge.service';
 import { DiskVarsResolver } from './disk-vars';
 import type { BootVarsDto } from './dto/boot-vars.dto';
 import { checkVars, IpxeVar, REFUSED_SCRIPT, renderIpxe, ScriptRefused } from './ipxe-script';
@@ -24,13 +28,30 @@ export class BootService {
     private readonly disks: DiskVarsResolver,
     private readonly config: AppConfig,
     private readonly audit: AuditService,
+    private readonly challenges: ChallengeService,
+    private readonly clock: Clock,
   ) {}
+
+  /** Parsed public keys per MAC (the KeyObject is what makes a verification cheap). */
+  private readonly keys = new Map<string, { hex: string; key: KeyObject }>();
+  /** Last audit of a denial per (mac, reason): one record per 10 s, not one per request. */
+  private readonly denied = new Map<string, number>();
 
   /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
   private readonly refused = new Set<string>();
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
-  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe'): string | BootVarsDto {
+  /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
+  challenge(rawMac: unknown, format: unknown = 'ipxe'): string | { nonce: string; expires_at: string } {
+    if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
+    const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(rawMac ?? null)})`);
+    const c = this.challenges.issue(mac);
+    if (format === 'json') return c;
+    return renderIpxe('challenge: sign nonce || mac with the device key', [{ name: 'nonce', grammar: 'hex64', value: c.nonce }]);
+  }
+
+  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootVarsDto {
     if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
     let mac: string | null = null;
     if (typeof rawMac === 'string' && rawMac.trim() !== '') {
@@ -42,6 +63,13 @@ export class BootService {
     const hostname = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     const r = this.resolve(mac, hostname);
     if (r.kind === 'none') return format === 'json' ? {} : EMPTY_SCRIPT;
+    if (this.settings.signatureEnforcement) {
+      const reason = this.verify(r, mac, nonce, sig);
+      if (reason) {
+        this.auditDenial(mac, r.kind === 'worker' ? r.worker.worker_id : null, reason);
+        return format === 'json' ? {} : EMPTY_SCRIPT;
+      }
+    }
     const vars: BootVarsDto = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
     const list: IpxeVar[] = [];
     if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
@@ -61,6 +89,40 @@ export class BootService {
       this.auditRefusal(e, mac, r.kind === 'worker' ? r.worker.worker_id : null);
       return format === 'json' ? {} : REFUSED_SCRIPT;
     }
+  }
+
+  /**
+   * Enforcement: per-worker variables only for a bound device whose signature over an unexpired,
+   * unused nonce for its MAC verifies against its stored key. Returns the reason for a denial.
+   */
+  private verify(r: { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' }, mac: string | null, nonce: unknown, sig: unknown): string | null {
+    if (r.kind !== 'worker' || !mac) return 'not a bound device';
+    const d = this.store.read().devices.get(mac);
+    if (!d || d.state !== 'bound' || d.bound_worker_id !== r.worker.worker_id) return 'not a bound device';
+    if (!d.pubkey) return 'no key';
+    if (typeof nonce !== 'string' || !nonce) return 'no nonce';
+    const c = this.challenges.consume(mac, nonce.toLowerCase());
+    if (!c.ok) return c.reason;
+    let k = this.keys.get(mac);
+    if (!k || k.hex !== d.pubkey) {
+      const p = parsePubkey(d.pubkey);
+      if (!p.ok) return 'no key';
+      k = { hex: p.hex, key: p.key };
+      if (this.keys.size >= 100_000) this.keys.clear();
+      this.keys.set(mac, k);
+    }
+    if (typeof sig !== 'string' || !verifyDeviceSignature(k.key, c.nonce, mac, sig.toLowerCase())) return 'bad signature';
+    return null;
+  }
+
+  private auditDenial(mac: string | null, workerId: string | null, reason: string): void {
+    const key = `${mac}\0${reason}`;
+    const now = this.clock.now().getTime();
+    const last = this.denied.get(key);
+    if (last !== undefined && now - last < 10_000) return;
+    if (this.denied.size >= 10_000) this.denied.clear();
+    this.denied.set(key, now);
+    this.audit.record('boot.denied', { status: 'failed', mac, worker_id: workerId, reason, client: 'boot-vars' }).catch(() => undefined);
   }
 
   private auditRefusal(e: ScriptRefused, mac: string | null, workerId: string | null): void {

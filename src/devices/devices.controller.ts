@@ -10,11 +10,16 @@ import { ListDevicesQueryDto } from './dto/list-devices.dto';
 import { RegisterDeviceDto } from './dto/register-device.dto';
 import { ReportQuery } from './dto/report.dto';
 import { DevicesService } from './devices.service';
+import { OpenWindowDto, RegistrationWindowDto } from './dto/registration-window.dto';
+import { SettingsService } from '../settings/settings.service';
 
 @ApiTags('devices')
 @Controller('devices')
 export class DevicesController {
-  constructor(private readonly devices: DevicesService) {}
+  constructor(
+    private readonly devices: DevicesService,
+    private readonly settings: SettingsService,
+  ) {}
 
   /**
    * iPXE device report (no auth): updates fingerprint and last_seen; an unknown MAC enters the
@@ -39,6 +44,12 @@ export class DevicesController {
   @ApiQuery({ name: 'mem-speed', required: false, type: String, description: 'Decimal or 0x hex' })
   @ApiQuery({ name: 'chip', required: false, type: String })
   @ApiQuery({ name: 'busid', required: false, type: String })
+  @ApiQuery({
+    name: 'pubkey',
+    required: false,
+    type: String,
+    description: 'Device P-256 public key: the 65-byte uncompressed SEC1 point 04||X||Y as 130 hex digits (`${x:hexraw}`). Taken only inside a registration window.',
+  })
   report(@Query() q: ReportQuery, @ClientIp() client: string): Promise<string> {
     return this.devices.report(q, client);
   }
@@ -81,6 +92,32 @@ export class DevicesController {
     return this.devices.batchBind(body, client);
   }
 
+  /**
+   * Opens the registration window (secure mode, seed 004): while it is open and under quota, a
+   * report from an unknown MAC with a valid P-256 `pubkey` pools it, and a known device without a
+   * key claims one. From the first window on, new devices enter the pool only this way. A window
+   * already open is replaced. Survives restarts (state/settings.json); audited.
+   */
+  @ApiErrors(400, 'writes')
+  @Post('registration-window')
+  openWindow(@Body() body: OpenWindowDto, @ClientIp() client: string): Promise<RegistrationWindowDto> {
+    return this.settings.openWindow(body.ttl_minutes, body.max_devices ?? null, client);
+  }
+
+  /** The registration window: open, times, quota, admitted, remaining. */
+  @ApiErrors()
+  @Get('registration-window')
+  window(): RegistrationWindowDto {
+    return this.settings.getWindow();
+  }
+
+  /** Closes the registration window now (no-op when none is open); audited. */
+  @ApiErrors('writes')
+  @Delete('registration-window')
+  closeWindow(@ClientIp() client: string): Promise<RegistrationWindowDto> {
+    return this.settings.closeWindow(client);
+  }
+
   /** One device. */
   @ApiErrors(400, 404)
   @Get(':mac')
@@ -88,11 +125,18 @@ export class DevicesController {
     return this.devices.get(mac);
   }
 
-  /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again). */
+  /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again); the key is dropped. */
   @ApiErrors(400, 404, 409, 'writes')
   @Delete(':mac')
   revoke(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.revoke(mac, client);
+  }
+
+  /** Resets the device key: the device may claim a key again inside a registration window; audited. */
+  @ApiErrors(400, 404, 409, 'writes')
+  @Delete(':mac/key')
+  resetKey(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
+    return this.devices.resetKey(mac, client);
   }
 
   /** Bind to a worker (one-to-one). force=true swaps atomically; rebinding the same pair is a no-op. */

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { badRequest, conflict, notFound } from '../common/api-error';
 import { Clock } from '../common/clock';
+import { parsePubkey, ParsedKey } from '../common/device-key';
 import { cleanReportString, isDeviceMac } from '../common/grammars';
 import { normalizeId, normalizeMac } from '../common/mac';
 import { AuditService } from '../audit/audit.service';
@@ -19,6 +20,7 @@ import type {
   BatchPreviewDto,
   FingerprintMismatchDto,
 } from './dto/bind.dto';
+import type { DeviceDto } from './dto/device.dto';
 import type { ImportEntryDto, ImportResultDto } from './dto/import-devices.dto';
 import type { RegisterDeviceDto } from './dto/register-device.dto';
 import type { ReportQuery } from './dto/report.dto';
@@ -49,6 +51,12 @@ function reportInt(q: ReportQuery, name: keyof ReportQuery): number | null {
   return n;
 }
 
+/** A device as the API shows it: the key's SHA-256 and claim time, never the key. */
+export function deviceView(d: DeviceRecord): DeviceDto {
+  const { pubkey: _key, ...rest } = d;
+  return { ...rest, key_sha256: d.key_hash, key_claimed_at: d.key_claimed_at };
+}
+
 type PairVerdict =
   | { kind: 'matched'; mac: string; worker_id: string; item: BatchMatchedDto }
   | { kind: 'conflict' | 'not_found'; item: BatchIssueDto; skip: boolean };
@@ -56,6 +64,8 @@ type PairVerdict =
 @Injectable()
 export class DevicesService {
   private readonly log = new Logger('Devices');
+  /** Last audit per (key event, MAC): see auditKey. */
+  private readonly keyAudits = new Map<string, number>();
 
   constructor(
     private readonly store: LedgerStore,
@@ -91,6 +101,7 @@ export class DevicesService {
     const now = this.clock.isoNow();
     const store = this.store.read();
     const d = store.devices.get(mac);
+    const rawKey = reportKeyParam(q);
     if (d) {
       if (d.state === 'revoked') return '';
       store.devices.touch(mac, {
@@ -101,9 +112,20 @@ export class DevicesService {
         last_seen: now,
       });
       store.scheduleFlush();
+      if (rawKey !== null) {
+        const key = parsePubkey(rawKey);
+        if (!key.ok) this.auditKey('device.key.invalid', mac, client, { reason: key.reason });
+        else await this.reportKey(d, key, now, client);
+      }
       return '';
     }
-    if (!this.settings.autoRegister) return '';
+    const key = rawKey === null ? null : parsePubkey(rawKey);
+    if (key && !key.ok) this.auditKey('device.key.invalid', mac, client, { reason: key.reason });
+    const secure = this.settings.secureRegistration;
+    if (secure) {
+      // Secure mode (seed 004): new devices only inside a window, and only with a valid key.
+      if (!this.settings.windowOpen() || !key?.ok) return '';
+    } else if (!this.settings.autoRegister) return '';
     const verdict = this.limiter.check(client, store.pooledCount());
     if (!verdict.ok) {
       if (verdict.burstStart) {
@@ -121,27 +143,77 @@ export class DevicesService {
       }
       return '';
     }
+    const keyFields = secure && key?.ok ? { pubkey: key.hex, key_hash: key.sha256, key_claimed_at: now } : {};
     const created = await store.register(
-      newDevice(mac, { uuid, source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now }),
+      newDevice(mac, { uuid, source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now, ...keyFields }),
+      // The window's quota is taken inside the locked commit: exact under any burst.
+      secure ? { take: () => this.settings.tryAdmit(), release: () => this.settings.releaseAdmit() } : undefined,
     );
-    if (created) await this.audit.record('device.register', { mac, source: 'ipxe', client });
+    if (created) {
+      await this.audit.record('device.register', { mac, source: 'ipxe', ...(secure ? { via: 'registration_window', key_sha256: key!.ok ? key!.sha256 : null } : {}), client });
+    }
     return '';
   }
 
-  list(state: string = 'all'): DeviceRecord[] {
-    const out: DeviceRecord[] = [];
-    for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) out.push(d);
+  /**
+   * A known device reporting a key: claimed inside a window when it has none; a different key
+   * than the stored one is never taken from a report (refused and audited).
+   */
+  private async reportKey(d: DeviceRecord, key: ParsedKey, now: string, client: string): Promise<void> {
+    if (!key.ok) return;
+    if (d.pubkey) {
+      if (d.pubkey !== key.hex) this.auditKey('device.key.mismatch', d.mac, client, { key_sha256: d.key_hash, reported_sha256: key.sha256 });
+      return;
+    }
+    if (!this.settings.windowOpen()) return;
+    const claimed = await this.store.read().reportChange(d.mac, (cur) =>
+      cur && !cur.pubkey && cur.state !== 'revoked' && this.settings.windowOpen() ? { ...cur, pubkey: key.hex, key_hash: key.sha256, key_claimed_at: now } : null,
+    );
+    if (claimed) await this.audit.record('device.key.claim', { mac: d.mac, key_sha256: key.sha256, client });
+  }
+
+  /** Key events from the unauthenticated report: one audit record per (event, MAC) per minute. */
+  private auditKey(op: string, mac: string, client: string, fields: Record<string, unknown>): void {
+    const k = `${op}\0${mac}`;
+    const now = this.clock.now().getTime();
+    const last = this.keyAudits.get(k);
+    if (last !== undefined && now - last < 60_000) return;
+    if (this.keyAudits.size >= 10_000) this.keyAudits.clear();
+    this.keyAudits.set(k, now);
+    this.audit.record(op, { status: 'failed', mac, ...fields, client }).catch(() => undefined);
+  }
+
+  /** DELETE /devices/{mac}/key: the device may claim a key again inside a window. */
+  resetKey(rawMac: string, client: string): Promise<DeviceDto> {
+    const mac = this.parseMac(rawMac);
+    return this.store.exclusive(async () => {
+      const r = await this.store.commit((tx) => {
+        const d = tx.devices.get(mac);
+        if (!d) throw notFound(`device not found: ${mac}`);
+        if (!d.pubkey) throw conflict(`device has no key: ${mac}`);
+        const next: DeviceRecord = { ...d, pubkey: null, key_hash: null, key_claimed_at: null };
+        tx.devices.set(mac, next);
+        return { next, old: d.key_hash };
+      });
+      await this.audit.record('device.key.reset', { mac, key_sha256: r.old, client });
+      return deviceView(r.next);
+    });
+  }
+
+  list(state: string = 'all'): DeviceDto[] {
+    const out: DeviceDto[] = [];
+    for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) out.push(deviceView(d));
     return out;
   }
 
-  get(rawMac: string): DeviceRecord {
+  get(rawMac: string): DeviceDto {
     const mac = this.parseMac(rawMac);
     const d = this.store.read().devices.get(mac);
     if (!d) throw notFound(`device not found: ${mac}`);
-    return d;
+    return deviceView(d);
   }
 
-  register(dto: RegisterDeviceDto, client: string): Promise<DeviceRecord> {
+  register(dto: RegisterDeviceDto, client: string): Promise<DeviceDto> {
     return this.store.exclusive(async () => {
       const rec = await this.store.commit((tx) => {
         const existing = tx.devices.get(dto.mac);
@@ -151,7 +223,7 @@ export class DevicesService {
         return r;
       });
       await this.audit.record('device.register', { mac: rec.mac, source: 'manual', client });
-      return rec;
+      return deviceView(rec);
     });
   }
 
@@ -190,7 +262,7 @@ export class DevicesService {
     });
   }
 
-  revoke(rawMac: string, client: string): Promise<DeviceRecord> {
+  revoke(rawMac: string, client: string): Promise<DeviceDto> {
     const mac = this.parseMac(rawMac);
     return this.store.exclusive(async () => {
       const rec = await this.store.commit((tx) => {
@@ -198,16 +270,17 @@ export class DevicesService {
         if (!d) throw notFound(`device not found: ${mac}`);
         if (d.state === 'bound') throw conflict(`device is bound to ${d.bound_worker_id}, unbind it first: ${mac}`);
         if (d.state === 'revoked') throw conflict(`device already revoked: ${mac}`);
-        const r: DeviceRecord = { ...d, state: 'revoked' };
+        // Revocation drops the key too: a revoked device can never sign its way back in.
+        const r: DeviceRecord = { ...d, state: 'revoked', pubkey: null, key_hash: null, key_claimed_at: null };
         tx.devices.set(mac, r);
-        return r;
+        return { r, hadKey: d.pubkey !== null };
       });
-      await this.audit.record('device.revoke', { mac, client });
-      return rec;
+      await this.audit.record('device.revoke', { mac, key_dropped: rec.hadKey, client });
+      return deviceView(rec.r);
     });
   }
 
-  bind(rawMac: string, workerId: string, force: boolean, client: string): Promise<DeviceRecord> {
+  bind(rawMac: string, workerId: string, force: boolean, client: string): Promise<DeviceDto> {
     const mac = this.parseMac(rawMac);
     return this.store.exclusive(async () => {
       const { result, reloadError } = await this.bindings.commit((tx) => {
@@ -235,11 +308,11 @@ export class DevicesService {
         }
       }
       if (reloadError) throw reloadFailed(reloadError);
-      return result.device;
+      return deviceView(result.device);
     });
   }
 
-  unbind(rawMac: string, client: string): Promise<DeviceRecord> {
+  unbind(rawMac: string, client: string): Promise<DeviceDto> {
     const mac = this.parseMac(rawMac);
     return this.store.exclusive(async () => {
       const { result, reloadError } = await this.bindings.commit((tx) => {
@@ -254,7 +327,7 @@ export class DevicesService {
         client,
       });
       if (reloadError) throw reloadFailed(reloadError);
-      return result.device;
+      return deviceView(result.device);
     });
   }
 
@@ -394,6 +467,14 @@ export class DevicesService {
     if (!isDeviceMac(mac)) throw badRequest(`mac: ${mac} is not a device MAC (broadcast, multicast and all-zero addresses are refused)`);
     return mac;
   }
+}
+
+/** The `pubkey` report parameter (130 hex digits), or null when absent or empty. */
+function reportKeyParam(q: ReportQuery): string | null {
+  let v = (q as Record<string, unknown>).pubkey;
+  if (Array.isArray(v)) v = v[v.length - 1];
+  if (typeof v !== 'string' || v.trim() === '') return null;
+  return v.length > 1024 ? v.slice(0, 1024) : v;
 }
 
 function mergeFingerprint(cur: Fingerprint, reported: Partial<Fingerprint>): Fingerprint {

@@ -1,13 +1,36 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
 import { AuditService } from '../audit/audit.service';
+import { conflict } from '../common/api-error';
+import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { FileSystem } from '../store/file-system';
 import { LedgerFileError } from '../store/ledger-map';
 import { LedgerStore } from '../store/ledger.store';
 
+/** A registration window as settings.json keeps it (it survives restarts and closes on time). */
+export interface WindowState {
+  opened_at: string;
+  expires_at: string;
+  max_devices: number | null;
+  closed_at: string | null;
+}
+
 interface SettingsFile {
   auto_register?: boolean;
+  registration_window?: WindowState | null;
+  /** Set when the first window opens: from then on new devices enter the pool only through a window. */
+  secure_registration?: boolean;
+  signature_enforcement?: boolean;
+}
+
+export interface WindowView {
+  open: boolean;
+  opened_at: string | null;
+  expires_at: string | null;
+  max_devices: number | null;
+  admitted: number;
+  remaining: number | null;
 }
 
 /** Runtime settings (state/settings.json), which win over the environment's start-up defaults. */
@@ -21,6 +44,7 @@ export class SettingsService implements OnModuleInit {
     private readonly fs: FileSystem,
     private readonly store: LedgerStore,
     private readonly audit: AuditService,
+    private readonly clock: Clock,
   ) {
     this.file = path.join(config.stateDir, 'settings.json');
   }
@@ -37,11 +61,153 @@ export class SettingsService implements OnModuleInit {
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       throw new LedgerFileError(this.file, 1, 'expected a JSON object');
     }
-    const ar = (parsed as Record<string, unknown>).auto_register;
-    if (ar !== undefined && typeof ar !== 'boolean') {
-      throw new LedgerFileError(this.file, 1, 'auto_register must be true or false');
+    const o = parsed as Record<string, unknown>;
+    for (const k of ['auto_register', 'secure_registration', 'signature_enforcement']) {
+      if (o[k] !== undefined && typeof o[k] !== 'boolean') throw new LedgerFileError(this.file, 1, `${k} must be true or false`);
+    }
+    const w = o.registration_window as Record<string, unknown> | null | undefined;
+    if (w !== undefined && w !== null) {
+      const iso = (v: unknown) => typeof v === 'string' && !Number.isNaN(Date.parse(v));
+      if (typeof w !== 'object' || !iso(w.opened_at) || !iso(w.expires_at) || !(w.closed_at === null || w.closed_at === undefined || iso(w.closed_at))) {
+        throw new LedgerFileError(this.file, 1, 'registration_window must have ISO opened_at, expires_at and closed_at (or null)');
+      }
+      if (!(w.max_devices === null || w.max_devices === undefined || (Number.isInteger(w.max_devices) && (w.max_devices as number) >= 1))) {
+        throw new LedgerFileError(this.file, 1, 'registration_window.max_devices must be a positive integer or null');
+      }
     }
     this.data = parsed as SettingsFile;
+  }
+
+  // ---- registration window (seed 004 section 1) ----
+
+  /** Devices admitted by the current window: counted from the ledger once, then kept under the lock. */
+  private admitted: number | null = null;
+
+  private window(): WindowState | null {
+    return this.data.registration_window ?? null;
+  }
+
+  /** Open now: not closed, not expired (on the injected clock). */
+  windowOpen(): boolean {
+    const w = this.window();
+    return !!w && !w.closed_at && this.clock.now().getTime() < Date.parse(w.expires_at);
+  }
+
+  private admittedCount(): number {
+    if (this.admitted === null) {
+      const w = this.window();
+      let n = 0;
+      if (w) {
+        const since = Date.parse(w.opened_at);
+        for (const d of this.store.devices.values()) {
+          if (d.source === 'ipxe' && d.key_hash && d.first_seen && Date.parse(d.first_seen) >= since) n++;
+        }
+      }
+      this.admitted = n;
+    }
+    return this.admitted;
+  }
+
+  getWindow(): WindowView {
+    const w = this.window();
+    const open = this.windowOpen();
+    const admitted = w ? this.admittedCount() : 0;
+    return {
+      open,
+      opened_at: w?.opened_at ?? null,
+      expires_at: w?.expires_at ?? null,
+      max_devices: w?.max_devices ?? null,
+      admitted,
+      remaining: w?.max_devices ? Math.max(0, w.max_devices - admitted) : null,
+    };
+  }
+
+  /** Takes one seat of the open window; call under the ledger lock (the quota is exact). */
+  tryAdmit(): boolean {
+    if (!this.windowOpen()) return false;
+    const w = this.window()!;
+    const n = this.admittedCount();
+    if (w.max_devices !== null && n >= w.max_devices) return false;
+    this.admitted = n + 1;
+    return true;
+  }
+
+  /** Gives a seat back (the registration that took it was not committed). */
+  releaseAdmit(): void {
+    if (this.admitted) this.admitted--;
+  }
+
+  openWindow(ttlMinutes: number, maxDevices: number | null, client: string): Promise<WindowView> {
+    return this.store.exclusive(async () => {
+      const now = this.clock.now();
+      const replaced = this.windowOpen();
+      const w: WindowState = {
+        opened_at: this.clock.isoNow(),
+        expires_at: new Date(now.getTime() + ttlMinutes * 60_000).toISOString().replace(/\.\d{3}Z$/, '+00:00'),
+        max_devices: maxDevices,
+        closed_at: null,
+      };
+      await this.save({ ...this.data, registration_window: w, secure_registration: true });
+      this.admitted = 0;
+      await this.audit.record('registration_window.open', { ttl_minutes: ttlMinutes, max_devices: maxDevices, expires_at: w.expires_at, replaced, client });
+      return this.getWindow();
+    });
+  }
+
+  closeWindow(client: string): Promise<WindowView> {
+    return this.store.exclusive(async () => {
+      const w = this.window();
+      if (w && this.windowOpen()) {
+        await this.save({ ...this.data, registration_window: { ...w, closed_at: this.clock.isoNow() } });
+        await this.audit.record('registration_window.close', { admitted: this.admittedCount(), client });
+      }
+      return this.getWindow();
+    });
+  }
+
+  /**
+   * Secure registration: once a window has been opened (or enforcement is on), new devices enter
+   * the pool only through a window and with a key; until then auto_register works as in seed 000.
+   */
+  get secureRegistration(): boolean {
+    return this.data.secure_registration === true || this.signatureEnforcement;
+  }
+
+  // ---- signature enforcement (seed 004 section 1 / 5) ----
+
+  get signatureEnforcement(): boolean {
+    return this.data.signature_enforcement === true;
+  }
+
+  /** Bound devices without a key: they could not boot once enforcement is on. */
+  keylessBound(): string[] {
+    const out: string[] = [];
+    for (const d of this.store.read().devices.values()) if (d.state === 'bound' && !d.pubkey) out.push(d.mac);
+    return out.sort();
+  }
+
+  getEnforcement(): { enabled: boolean; keyless_bound_devices: string[] } {
+    return { enabled: this.signatureEnforcement, keyless_bound_devices: this.keylessBound() };
+  }
+
+  setEnforcement(enabled: boolean, force: boolean, client: string): Promise<{ enabled: boolean; keyless_bound_devices: string[] }> {
+    return this.store.exclusive(async () => {
+      const keyless = this.keylessBound();
+      if (enabled && keyless.length && !force) {
+        throw conflict(`${keyless.length} bound device(s) have no key and could not boot: ${keyless.slice(0, 20).join(', ')}${keyless.length > 20 ? ', ...' : ''}; claim their keys in a registration window or pass force: true`, {
+          devices: keyless,
+        });
+      }
+      const previous = this.signatureEnforcement;
+      await this.save({ ...this.data, signature_enforcement: enabled });
+      await this.audit.record('settings.signature_enforcement', { enabled, previous, force, keyless_bound: keyless.length, client });
+      return this.getEnforcement();
+    });
+  }
+
+  private async save(next: SettingsFile): Promise<void> {
+    await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n');
+    this.data = next;
   }
 
   /** Effective value: settings.json, else IPXE_CP_AUTO_REGISTER. */
@@ -56,9 +222,7 @@ export class SettingsService implements OnModuleInit {
   setAutoRegister(enabled: boolean, client: string): Promise<{ enabled: boolean }> {
     return this.store.exclusive(async () => {
       const previous = this.autoRegister;
-      const next = { ...this.data, auto_register: enabled };
-      await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n');
-      this.data = next;
+      await this.save({ ...this.data, auto_register: enabled });
       await this.audit.record('settings.auto_register', { enabled, previous, client });
       return { enabled };
     });

@@ -100,8 +100,12 @@ export interface LedgerRepair {
 }
 
 interface Registration {
-  rec: DeviceRecord;
-  resolve: (created: boolean) => void;
+  mac: string;
+  /** The new record given the current one (undefined: unknown MAC), or null to change nothing. */
+  apply: (cur: DeviceRecord | undefined) => DeviceRecord | null;
+  /** Called when the batch that applied this change failed to commit. */
+  undo?: () => void;
+  resolve: (changed: boolean) => void;
   reject: (e: unknown) => void;
 }
 
@@ -268,9 +272,21 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
    * together, one change-log record and one fsync for the whole group. Resolves false when the
    * MAC is already known.
    */
-  register(rec: DeviceRecord): Promise<boolean> {
+  register(rec: DeviceRecord, admit?: { take: () => boolean; release: () => void }): Promise<boolean> {
+    return this.reportChange(
+      rec.mac,
+      (cur) => (cur || (admit && !admit.take()) ? null : rec),
+      admit?.release,
+    );
+  }
+
+  /**
+   * A change to one device driven by /devices/report (a registration, a key claim), group-committed
+   * with the others of a storm: `apply` runs under the lock inside the batch's transaction.
+   */
+  reportChange(mac: string, apply: Registration['apply'], undo?: () => void): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      this.regQueue.push({ rec, resolve, reject });
+      this.regQueue.push({ mac, apply, undo, resolve, reject });
       if (this.regScheduled) return;
       this.regScheduled = true;
       setImmediate(() => this.runRegistrations());
@@ -281,19 +297,25 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     this.regScheduled = false;
     const batch = this.regQueue.splice(0);
     if (!batch.length) return;
+    let applied: boolean[] = [];
     this.lock
       .run(() =>
-        this.commit((tx) =>
-          batch.map((b) => {
-            if (tx.devices.get(b.rec.mac)) return false;
-            tx.devices.set(b.rec.mac, b.rec);
+        this.commit((tx) => {
+          applied = batch.map((b) => {
+            const next = b.apply(tx.devices.get(b.mac));
+            if (!next) return false;
+            tx.devices.set(b.mac, next);
             return true;
-          }),
-        ),
+          });
+          return applied;
+        }),
       )
       .then(
-        (created) => batch.forEach((b, i) => b.resolve(created[i])),
-        (err) => batch.forEach((b) => b.reject(err)),
+        (changed) => batch.forEach((b, i) => b.resolve(changed[i])),
+        (err) => {
+          batch.forEach((b, i) => applied[i] && b.undo?.());
+          batch.forEach((b) => b.reject(err));
+        },
       );
   }
 

@@ -1,3 +1,4 @@
+import { keySha256, parsePubkey } from '../common/device-key';
 import { isDeviceMac } from '../common/grammars';
 import { normalizeId, normalizeMac } from '../common/mac';
 import type { Validator } from './ledger-map';
@@ -50,8 +51,12 @@ export interface DeviceRecord {
   state: DeviceState;
   /** The binding authority: the worker this device boots as. */
   bound_worker_id: string | null;
-  /** Filled by the secure registration flow (seed 004); null until then. */
+  /** SHA-256 (hex) of the device's P-256 public key (seed 004); null until a key is claimed. */
   key_hash: string | null;
+  /** The public key itself, 130 hex digits (`04 || X || Y`): public, kept to verify signatures. */
+  pubkey: string | null;
+  /** When the key was claimed (inside a registration window). */
+  key_claimed_at: string | null;
   source: 'ipxe' | 'manual';
   fingerprint: Fingerprint;
   first_seen: string | null;
@@ -125,8 +130,14 @@ export const validateDevice: Validator<DeviceRecord> = (key, v) => {
   if ((v.state === 'bound') !== (bound !== null)) {
     return { ok: false, error: 'state bound and bound_worker_id must go together' };
   }
-  for (const f of ['uuid', 'key_hash', 'first_seen', 'last_seen'] as const) {
+  for (const f of ['uuid', 'key_hash', 'pubkey', 'key_claimed_at', 'first_seen', 'last_seen'] as const) {
     if (!optStr(v[f])) return { ok: false, error: `${f} must be a string or null` };
+  }
+  const pubkey = (v.pubkey as string | null | undefined) ?? null;
+  if (pubkey !== null) {
+    const k = parsePubkey(pubkey);
+    if (!k.ok || k.hex !== pubkey) return { ok: false, error: `pubkey: ${k.ok ? 'must be lower-case hex' : k.reason}` };
+    if (v.key_hash !== undefined && v.key_hash !== null && v.key_hash !== k.sha256) return { ok: false, error: 'key_hash does not match pubkey' };
   }
   const fp = v.fingerprint ?? {};
   if (!isObj(fp)) return { ok: false, error: 'fingerprint must be a mapping' };
@@ -148,7 +159,9 @@ export const validateDevice: Validator<DeviceRecord> = (key, v) => {
       uuid: (v.uuid as string) ?? null,
       state: v.state as DeviceState,
       bound_worker_id: bound as string | null,
-      key_hash: (v.key_hash as string) ?? null,
+      key_hash: pubkey ? keySha256(pubkey) : ((v.key_hash as string) ?? null),
+      pubkey,
+      key_claimed_at: (v.key_claimed_at as string) ?? null,
       source: v.source === 'manual' ? 'manual' : 'ipxe',
       fingerprint,
       first_seen: (v.first_seen as string) ?? null,
@@ -219,6 +232,8 @@ export function newDevice(mac: string, fields: Partial<DeviceRecord> = {}): Devi
     state: 'pooled',
     bound_worker_id: null,
     key_hash: null,
+    pubkey: null,
+    key_claimed_at: null,
     source: 'manual',
     fingerprint: emptyFingerprint(),
     first_seen: null,

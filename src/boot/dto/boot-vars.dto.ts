@@ -11,3 +11,11 @@ export class BootVarsDto {
   /** ms: boot.menu_timeout > IPXE_CP_BOOT_MENU_TIMEOUT; the reboot loop uses IPXE_CP_AUTO_BOOT_TIMEOUT. */
   menu_timeout?: number;
 }
+
+/** format=json of /devices/challenge. */
+export class ChallengeDto {
+  /** 32 random bytes as 64 hex digits; single use, bound to the MAC. */
+  nonce!: string;
+  /** At most 60 s after issue. */
+  expires_at!: string;
+}

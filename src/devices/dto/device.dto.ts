@@ -23,8 +23,12 @@ export class DeviceDto {
   state!: 'pooled' | 'bound' | 'revoked';
   /** The binding authority: the worker this device boots as. */
   bound_worker_id!: string | null;
-  /** Filled by the secure registration flow; null until then. */
+  /** SHA-256 (hex) of the device's P-256 public key (reference field); null until a key is claimed. */
   key_hash!: string | null;
+  /** Same as key_hash (seed 004 name). The key itself is never shown. */
+  key_sha256!: string | null;
+  /** When the device claimed its key inside a registration window. */
+  key_claimed_at!: string | null;
   @ApiProperty({ enum: ['ipxe', 'manual'] })
   source!: 'ipxe' | 'manual';
   fingerprint!: FingerprintDto;

@@ -11,5 +11,6 @@ export const REPORT_FIELDS = [
   'mem-speed',
   'chip',
   'busid',
+  'pubkey',
 ] as const;
 export type ReportQuery = Partial<Record<(typeof REPORT_FIELDS)[number], string | string[]>>;

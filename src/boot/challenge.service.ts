@@ -1,0 +1,83 @@
+import { Injectable } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
+import { Clock } from '../common/clock';
+import { LedgerStore } from '../store/ledger.store';
+
+/** A nonce lives this long. */
+export const CHALLENGE_TTL_MS = 60_000;
+/** Live and recently used nonces kept at most (about 200 bytes each: ~20 MB at the cap). */
+export const CHALLENGE_CAP = 100_000;
+
+interface Entry {
+  mac: string;
+  nonce: Buffer;
+  expires: number;
+  used: boolean;
+}
+
+export type Consumed = { ok: true; nonce: Buffer } | { ok: false; reason: 'no nonce' | 'expired' | 'replayed' | 'wrong mac' };
+
+/**
+ * One-time challenges for device signatures (seed 004 section 5): 32 random bytes, bound to a
+ * MAC, single use, at most CHALLENGE_TTL_MS. Memory is bounded under any flood: one live nonce
+ * per MAC (a new challenge supersedes the last), a global cap with expired entries swept first,
+ * and nothing stored for a MAC the ledger does not hold (or holds revoked), whose answer is
+ * otherwise identical, so the endpoint is no oracle for which MACs are known.
+ */
+@Injectable()
+export class ChallengeService {
+  private readonly byNonce = new Map<string, Entry>();
+  private readonly byMac = new Map<string, string>();
+
+  constructor(
+    private readonly store: LedgerStore,
+    private readonly clock: Clock,
+  ) {}
+
+  get size(): number {
+    return this.byNonce.size;
+  }
+
+  issue(mac: string): { nonce: string; expires_at: string } {
+    const nonce = randomBytes(32);
+    const hex = nonce.toString('hex');
+    const now = this.clock.now().getTime();
+    const expires = now + CHALLENGE_TTL_MS;
+    const d = this.store.read().devices.get(mac);
+    if (d && d.state !== 'revoked') {
+      const old = this.byMac.get(mac);
+      if (old) this.byNonce.delete(old);
+      if (this.byNonce.size >= CHALLENGE_CAP) this.sweep(now);
+      if (this.byNonce.size >= CHALLENGE_CAP) this.byNonce.delete(this.byNonce.keys().next().value!);
+      this.byNonce.set(hex, { mac, nonce, expires, used: false });
+      this.byMac.set(mac, hex);
+    }
+    return { nonce: hex, expires_at: new Date(expires).toISOString().replace(/\.\d{3}Z$/, '+00:00') };
+  }
+
+  /** Uses the nonce for mac: succeeds once, within its lifetime, for the MAC it was issued to. */
+  consume(mac: string, hex: string): Consumed {
+    const e = this.byNonce.get(hex);
+    if (!e) return { ok: false, reason: 'no nonce' };
+    if (e.used) return { ok: false, reason: 'replayed' };
+    if (e.mac !== mac) return { ok: false, reason: 'wrong mac' };
+    if (this.clock.now().getTime() > e.expires) {
+      this.drop(hex, e);
+      return { ok: false, reason: 'expired' };
+    }
+    // Kept (used) until it expires, so a replay is told apart from a nonce never issued.
+    e.used = true;
+    if (this.byMac.get(mac) === hex) this.byMac.delete(mac);
+    return { ok: true, nonce: e.nonce };
+  }
+
+  /** Removes expired entries (also on a timer-free path: every issue at the cap). */
+  sweep(now = this.clock.now().getTime()): void {
+    for (const [hex, e] of this.byNonce) if (now > e.expires) this.drop(hex, e);
+  }
+
+  private drop(hex: string, e: Entry): void {
+    this.byNonce.delete(hex);
+    if (this.byMac.get(e.mac) === hex) this.byMac.delete(e.mac);
+  }
+}
