@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { keySha256 } from '../src/common/device-key';
 import { loadConfig } from '../src/config/app-config';
 import { FileSystem } from '../src/store/file-system';
 import { LedgerStore } from '../src/store/ledger.store';
@@ -52,8 +53,8 @@ export const macOf = (i: number) =>
   ['02', '00', ...[(i >> 24) & 255, (i >> 16) & 255, (i >> 8) & 255, i & 255].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 export const workerOf = (i: number) => `seat-${String(i).padStart(5, '0')}`;
 
-/** Writes a ledger of n pooled-then-bound devices and n workers through the real store code. */
-export async function seedLedger(dir: string, n: number): Promise<void> {
+/** Writes a ledger of n pooled-then-bound devices and n workers through the real store code (optionally with device public keys). */
+export async function seedLedger(dir: string, n: number, pubkeys?: string[]): Promise<void> {
   const store = new LedgerStore(loadConfig({ IPXE_CP_STATE_DIR: path.join(dir, 'state') }), new FileSystem());
   await store.onModuleInit();
   const now = new Date().toISOString();
@@ -71,6 +72,7 @@ export async function seedLedger(dir: string, n: number): Promise<void> {
           fingerprint: { ...emptyFingerprint(), manufacturer: 'ACME', product: 'Seat', serial: `SN${i}`, mem_total: 32768 },
           first_seen: now,
           last_seen: now,
+          ...(pubkeys ? { pubkey: pubkeys[i], key_hash: keySha256(pubkeys[i]), key_claimed_at: now } : {}),
         }),
       );
     }
@@ -82,15 +84,17 @@ export function tmp(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-export function get(url: string, opts: { method?: string; token?: string } = {}): Promise<{ status: number; body: string }> {
+export function get(url: string, opts: { method?: string; token?: string; body?: string } = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: opts.method ?? 'GET', headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {} }, (res) => {
+    const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
+    if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    const req = http.request(url, { method: opts.method ?? 'GET', headers }, (res) => {
       let body = '';
       res.on('data', (c) => (body += c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
     req.on('error', reject);
-    req.end();
+    req.end(opts.body);
   });
 }
 
