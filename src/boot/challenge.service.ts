@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { Clock } from '../common/clock';
 import { LedgerStore } from '../store/ledger.store';
@@ -25,14 +25,25 @@ export type Consumed = { ok: true; nonce: Buffer } | { ok: false; reason: 'no no
  * otherwise identical, so the endpoint is no oracle for which MACs are known.
  */
 @Injectable()
-export class ChallengeService {
+export class ChallengeService implements OnModuleInit, OnModuleDestroy {
   private readonly byNonce = new Map<string, Entry>();
   private readonly byMac = new Map<string, string>();
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly store: LedgerStore,
     private readonly clock: Clock,
   ) {}
+
+  onModuleInit(): void {
+    // Expired nonces go within a lifetime even when no new challenge reaches the cap.
+    this.timer = setInterval(() => this.sweep(), CHALLENGE_TTL_MS);
+    this.timer.unref();
+  }
+
+  onModuleDestroy(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
 
   get size(): number {
     return this.byNonce.size;
@@ -71,7 +82,7 @@ export class ChallengeService {
     return { ok: true, nonce: e.nonce };
   }
 
-  /** Removes expired entries (also on a timer-free path: every issue at the cap). */
+  /** Removes expired entries (every minute, and whenever an issue finds the store at its cap). */
   sweep(now = this.clock.now().getTime()): void {
     for (const [hex, e] of this.byNonce) if (now > e.expires) this.drop(hex, e);
   }
