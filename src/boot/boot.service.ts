@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { badRequest } from '../common/api-error';
 import { Clock } from '../common/clock';
+import { OncePer } from '../common/once-per';
 import { normalizeId, normalizeMac } from '../common/mac';
 import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
@@ -34,8 +35,8 @@ export class BootService {
 
   /** Parsed public keys per MAC (the KeyObject is what makes a verification cheap). */
   private readonly keys = new Map<string, { hex: string; key: KeyObject }>();
-  /** Last audit of a denial per (mac, reason): one record per 10 s, not one per request. */
-  private readonly denied = new Map<string, number>();
+  /** One audit record of a denial per (mac, reason) per 10 s, not one per request. */
+  private readonly denied = new OncePer(10_000);
 
   /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
   private readonly refused = new Set<string>();
@@ -116,12 +117,7 @@ export class BootService {
   }
 
   private auditDenial(mac: string | null, workerId: string | null, reason: string): void {
-    const key = `${mac}\0${reason}`;
-    const now = this.clock.now().getTime();
-    const last = this.denied.get(key);
-    if (last !== undefined && now - last < 10_000) return;
-    if (this.denied.size >= 10_000) this.denied.clear();
-    this.denied.set(key, now);
+    if (!this.denied.allow(`${mac}\0${reason}`, this.clock.now().getTime())) return;
     this.audit.record('boot.denied', { status: 'failed', mac, worker_id: workerId, reason, client: 'boot-vars' }).catch(() => undefined);
   }
 

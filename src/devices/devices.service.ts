@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { badRequest, conflict, notFound } from '../common/api-error';
 import { Clock } from '../common/clock';
+import { OncePer } from '../common/once-per';
 import { parsePubkey, ParsedKey } from '../common/device-key';
 import { cleanReportString, isDeviceMac } from '../common/grammars';
 import { normalizeId, normalizeMac } from '../common/mac';
@@ -64,8 +65,8 @@ type PairVerdict =
 @Injectable()
 export class DevicesService {
   private readonly log = new Logger('Devices');
-  /** Last audit per (key event, MAC): see auditKey. */
-  private readonly keyAudits = new Map<string, number>();
+  /** One audit record per (key event, MAC) per minute: see auditKey. */
+  private readonly keyAudits = new OncePer(60_000);
 
   constructor(
     private readonly store: LedgerStore,
@@ -174,12 +175,7 @@ export class DevicesService {
 
   /** Key events from the unauthenticated report: one audit record per (event, MAC) per minute. */
   private auditKey(op: string, mac: string, client: string, fields: Record<string, unknown>): void {
-    const k = `${op}\0${mac}`;
-    const now = this.clock.now().getTime();
-    const last = this.keyAudits.get(k);
-    if (last !== undefined && now - last < 60_000) return;
-    if (this.keyAudits.size >= 10_000) this.keyAudits.clear();
-    this.keyAudits.set(k, now);
+    if (!this.keyAudits.allow(`${op}\0${mac}`, this.clock.now().getTime())) return;
     this.audit.record(op, { status: 'failed', mac, ...fields, client }).catch(() => undefined);
   }
 
