@@ -43,13 +43,15 @@ export class ChangeLog {
     if (!text) return [];
     const out: ChangeRecord[] = [];
     const lines = text.split('\n');
+    let lastNonEmpty = lines.length - 1;
+    while (lastNonEmpty >= 0 && lines[lastNonEmpty] === '') lastNonEmpty--;
     let good = 0; // byte length of the valid prefix
     for (let i = 0; i < lines.length; i++) {
       const l = lines[i];
       const last = i === lines.length - 1;
       if (last && l === '') break; // the text ended with '\n'
       const rec = parseLine(l);
-      const tornTail = last || lines.slice(i + 1).every((x) => x === '');
+      const tornTail = i >= lastNonEmpty;
       if (!rec) {
         if (tornTail) {
           this.log.warn(`${this.file}:${i + 1}: torn last record (never acknowledged), cut at start`);
