@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { makeFile, startAgent, TestAgent } from '../helpers/agent';
+import { makeFile, startAgent, TestAgent, useLoopMount } from '../helpers/agent';
 import { tempDir } from '../helpers/app';
 
 const NQN = 'nqn.2026-07.com.controller';
@@ -20,19 +20,7 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
   });
 
   describe('on a loop-mounted btrfs', () => {
-    const dir = tempDir('kurrent-btrfs-');
-    const img = path.join(dir, 'btrfs.img');
-    const mnt = path.join(dir, 'mnt');
-    beforeAll(() => {
-      makeFile(img, 2 * 2 ** 30);
-      execFileSync('mkfs.btrfs', ['-q', '-f', img]);
-      fs.mkdirSync(mnt);
-      execFileSync('mount', ['-o', 'loop', img, mnt]);
-    });
-    afterAll(() => {
-      execFileSync('umount', [mnt]);
-      fs.rmSync(dir, { recursive: true, force: true });
-    });
+    const mnt = useLoopMount('kurrent-btrfs-', 2 * 2 ** 30, ['mkfs.btrfs', '-q', '-f']);
 
     it('clones a 1 GiB master without growing used space, and says so in capabilities', async () => {
       const disks = path.join(mnt, 'images');
@@ -47,7 +35,7 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
       fs.fsyncSync(fd);
       fs.closeSync(fd);
       execFileSync('sync');
-      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'nvmet'), DISK_DIR: disks }, tempDir());
+      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(tempDir('kurrent-nvmet-'), 'nvmet'), DISK_DIR: disks }, tempDir());
       expect((await a.req('GET', '/capabilities')).body).toMatchObject({ fs_type: 'btrfs', clone: 'reflink (FICLONE)' });
       const before = usedBytes(mnt);
       const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w1.abcdefabcdef`, master: '_tpl_big.img' });
@@ -60,19 +48,7 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
   });
 
   describe('on a small loop-mounted ext4 (1 KiB blocks, extents: files up to 4 TiB)', () => {
-    const dir = tempDir('kurrent-ext4-');
-    const img = path.join(dir, 'ext4.img');
-    const mnt = path.join(dir, 'mnt');
-    beforeAll(() => {
-      makeFile(img, 64 << 20);
-      execFileSync('mkfs.ext4', ['-q', '-F', '-b', '1024', img]);
-      fs.mkdirSync(mnt);
-      execFileSync('mount', ['-o', 'loop', img, mnt]);
-    });
-    afterAll(() => {
-      execFileSync('umount', [mnt]);
-      fs.rmSync(dir, { recursive: true, force: true });
-    });
+    const mnt = useLoopMount('kurrent-ext4-', 64 << 20, ['mkfs.ext4', '-q', '-F', '-b', '1024']);
 
     it('refuses a size the filesystem cannot hold before writing anything; a scan never exports debris', async () => {
       const disks = path.join(mnt, 'images');
@@ -80,7 +56,7 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
       // Debris of an old failed create (a 0-byte image) and of a killed build (a partial dot-file).
       fs.writeFileSync(path.join(disks, 'w0.abcdefabcdef.img'), '');
       fs.writeFileSync(path.join(disks, '.w9.abcdefabcdef.img.creating-1-1'), 'x');
-      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'nvmet'), DISK_DIR: disks }, tempDir());
+      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(tempDir('kurrent-nvmet-'), 'nvmet'), DISK_DIR: disks }, tempDir());
       const caps = (await a.req('GET', '/capabilities')).body;
       expect(caps.fs_type).toBe('ext4');
       expect(caps.max_file_size).toBeGreaterThan(4 * 2 ** 40 - 2 ** 20);
@@ -112,7 +88,7 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
       const fd = fs.openSync(path.join(disks, '_tpl_full.img'), 'w');
       for (let i = 0; i < 40; i++) fs.writeSync(fd, Buffer.alloc(1 << 20, i + 1));
       fs.closeSync(fd);
-      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'nvmet2'), DISK_DIR: disks }, tempDir());
+      a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(tempDir('kurrent-nvmet-'), 'nvmet'), DISK_DIR: disks }, tempDir());
       const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w2.abcdefabcdef`, master: '_tpl_full.img' });
       expect(r.status).toBe(507);
       expect(r.body.message).toMatch(/DISK_DIR is too full for a copy of _tpl_full\.img: it needs 40M, .* free \(no reflink here\); nothing was created/);

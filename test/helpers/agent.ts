@@ -116,3 +116,24 @@ export async function spawnAgent(env: Record<string, string>): Promise<{ proc: C
       }),
   };
 }
+
+/**
+ * A filesystem made by `mkfs` on a sparse image of `bytes`, loop-mounted for the enclosing describe
+ * block (root): beforeAll mounts, afterAll unmounts and removes it. Returns the mount point.
+ */
+export function useLoopMount(prefix: string, bytes: number, mkfs: string[]): string {
+  const dir = tempDir(prefix);
+  const img = path.join(dir, 'fs.img');
+  const mnt = path.join(dir, 'mnt');
+  beforeAll(() => {
+    makeFile(img, bytes);
+    execFileSync(mkfs[0], [...mkfs.slice(1), img]);
+    fs.mkdirSync(mnt);
+    execFileSync('mount', ['-o', 'loop', img, mnt]);
+  });
+  afterAll(() => {
+    execFileSync('umount', [mnt]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return mnt;
+}
