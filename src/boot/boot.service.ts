@@ -39,7 +39,7 @@ export class BootService {
   private readonly denied = new OncePer(10_000);
 
   /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
-  private readonly refused = new Set<string>();
+  private readonly refused = new OncePer(Infinity);
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
   /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
@@ -122,10 +122,7 @@ export class BootService {
   }
 
   private auditRefusal(e: ScriptRefused, mac: string | null, workerId: string | null): void {
-    const key = `${workerId}\0${e.variable}\0${e.value}`;
-    if (this.refused.has(key)) return;
-    if (this.refused.size >= 10_000) this.refused.clear();
-    this.refused.add(key);
+    if (!this.refused.allow(`${workerId}\0${e.variable}\0${e.value}`, 0)) return;
     // The value itself is hostile by definition: only its JSON-escaped form is recorded.
     this.audit
       .record('boot.refused', { status: 'failed', mac, worker_id: workerId, variable: e.variable, value: JSON.stringify(e.value).slice(0, 300), client: 'boot-vars' })

@@ -30,9 +30,14 @@ import type { ReportQuery } from './dto/report.dto';
 const MAX_REPORT_INPUT = 1024;
 
 /** A free-text report field, cleaned (see cleanReportString: no control characters, at most 128). */
+/** A repeated query field counts with its last value. */
+function lastValue(q: ReportQuery, name: keyof ReportQuery): string | undefined {
+  const v = q[name];
+  return Array.isArray(v) ? v[v.length - 1] : v;
+}
+
 function reportString(q: ReportQuery, name: keyof ReportQuery): string | null {
-  let v = q[name];
-  if (Array.isArray(v)) v = v[v.length - 1];
+  const v = lastValue(q, name);
   if (v === undefined || v === null) return null;
   const raw = String(v);
   if (raw.length > MAX_REPORT_INPUT) throw badRequest(`${name}: longer than ${MAX_REPORT_INPUT} characters`);
@@ -467,8 +472,7 @@ export class DevicesService {
 
 /** The `pubkey` report parameter (130 hex digits), or null when absent or empty. */
 function reportKeyParam(q: ReportQuery): string | null {
-  let v = (q as Record<string, unknown>).pubkey;
-  if (Array.isArray(v)) v = v[v.length - 1];
+  const v = lastValue(q, 'pubkey');
   if (typeof v !== 'string' || v.trim() === '') return null;
   return v.length > 1024 ? v.slice(0, 1024) : v;
 }

@@ -186,21 +186,10 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     const records = this.wal.loadSync();
     records.forEach((r, i) => this.replay(r, i + 1));
     const { dangling, double } = this.violations(this.devices, this.workers);
-    if (double.length) {
-      const [wid, macs] = double[0];
-      const text = this.fs.readTextSync(this.devices.file) ?? '';
-      const lines = macs.map((m) => lineOfKey(text, m));
-      throw new LedgerFileError(
-        this.devices.file,
-        lines[1] ?? lines[0],
-        `worker ${JSON.stringify(wid)} is bound by two devices: ${macs.map((m, i) => `${m} (line ${lines[i]})`).join(', ')}; unbind one by hand`,
-      );
-    }
-    for (const mac of dangling) {
-      const d = this.devices.get(mac)!;
-      this.devices.replay(mac, { ...d, state: 'pooled', bound_worker_id: null });
-      this.noteRepair({ mac, worker_id: d.bound_worker_id!, reason: 'bound to a worker that does not exist; returned to the pool' });
-    }
+    if (double.length) throw this.doubleBinding(double[0], this.fs.readTextSync(this.devices.file) ?? '');
+    const fixed = new Map(dangling.map((mac) => [mac, this.devices.get(mac)!] as const));
+    this.unbindDangling(fixed, dangling, 'bound to a worker that does not exist; returned to the pool');
+    for (const [mac, d] of fixed) this.devices.replay(mac, d);
     if (records.length || dangling.length) {
       this.log.log(`replayed ${records.length} change-log record(s), repaired ${dangling.length} binding(s)`);
       await this.checkpointLocked();
@@ -420,7 +409,8 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
       this.scheduleCheckpoint(5000);
       throw storageFailure(e, this.config.stateDir);
     }
-    for (const k of telemetry) if (!this.devices.stale) this.devices.dirtyKeys.delete(k);
+    // Telemetry touched during the write keeps the file stale and stays dirty for the next flush.
+    if (!this.devices.stale) for (const k of telemetry) this.devices.dirtyKeys.delete(k);
     this.firstUncheckpointed = 0;
   }
 
@@ -506,23 +496,11 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     const wks = mw?.merged ?? new Map(this.workers.entries());
     const { dangling, double } = this.violations(devs, wks);
     if (double.length) {
-      const [wid, macs] = double[0];
-      const text = cd.kind === 'changed' ? cd.text : (this.fs.readTextSync(this.devices.file) ?? '');
-      const lines = macs.map((m) => lineOfKey(text, m));
-      this.devices.markCorrupt(new LedgerFileError(
-        this.devices.file,
-        lines[1] ?? lines[0],
-        `worker ${JSON.stringify(wid)} is bound by two devices: ${macs.map((m, i) => `${m} (line ${lines[i]})`).join(', ')}; unbind one by hand`,
-      ));
+      this.devices.markCorrupt(this.doubleBinding(double[0], cd.kind === 'changed' ? cd.text : (this.fs.readTextSync(this.devices.file) ?? '')));
       return;
     }
-    const dChanged = new Set(md?.changed ?? []);
-    for (const mac of dangling) {
-      const d = devs.get(mac)!;
-      devs.set(mac, { ...d, state: 'pooled', bound_worker_id: null });
-      dChanged.add(mac);
-      this.noteRepair({ mac, worker_id: d.bound_worker_id!, reason: 'hand edit left it bound to a worker that does not exist; returned to the pool' });
-    }
+    this.unbindDangling(devs, dangling, 'hand edit left it bound to a worker that does not exist; returned to the pool');
+    const dChanged = new Set([...(md?.changed ?? []), ...dangling]);
     for (const [file, m] of [[this.devices.file, md], [this.workers.file, mw]] as const) {
       if (m?.conflicts.length) {
         this.log.warn(`${file}: hand edit and control plane both changed ${m.conflicts.join(', ')} since the last checkpoint; the hand edit wins`);
@@ -548,6 +526,25 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     }
     this.auditRepairs();
     for (const fn of this.listeners) fn();
+  }
+
+  /** The error for a worker bound by two devices, naming their lines in devices.yml. */
+  private doubleBinding([wid, macs]: [string, string[]], text: string): LedgerFileError {
+    const lines = macs.map((m) => lineOfKey(text, m));
+    return new LedgerFileError(
+      this.devices.file,
+      lines[1] ?? lines[0],
+      `worker ${JSON.stringify(wid)} is bound by two devices: ${macs.map((m, i) => `${m} (line ${lines[i]})`).join(', ')}; unbind one by hand`,
+    );
+  }
+
+  /** Returns devices bound to a missing worker to the pool (in devs) and records the repairs. */
+  private unbindDangling(devs: Map<string, DeviceRecord>, macs: string[], reason: string): void {
+    for (const mac of macs) {
+      const d = devs.get(mac)!;
+      devs.set(mac, { ...d, state: 'pooled', bound_worker_id: null });
+      this.noteRepair({ mac, worker_id: d.bound_worker_id!, reason });
+    }
   }
 
   private noteRepair(r: LedgerRepair): void {

@@ -137,9 +137,10 @@ export const validateDevice: Validator<DeviceRecord> = (key, v) => {
   }
   const pubkey = (v.pubkey as string | null | undefined) ?? null;
   // The form only (fast at 50,000 devices); the point is checked on the curve when it is first used.
-  if (pubkey !== null) {
-    if (!PUBKEY_FORM.test(pubkey)) return { ok: false, error: 'pubkey must be 130 lower-case hex digits starting with 04' };
-    if (v.key_hash !== undefined && v.key_hash !== null && v.key_hash !== keySha256(pubkey)) return { ok: false, error: 'key_hash does not match pubkey' };
+  if (pubkey !== null && !PUBKEY_FORM.test(pubkey)) return { ok: false, error: 'pubkey must be 130 lower-case hex digits starting with 04' };
+  const keyHash = pubkey === null ? ((v.key_hash as string | undefined) ?? null) : keySha256(pubkey);
+  if (pubkey !== null && v.key_hash !== undefined && v.key_hash !== null && v.key_hash !== keyHash) {
+    return { ok: false, error: 'key_hash does not match pubkey' };
   }
   const fp = v.fingerprint ?? {};
   if (!isObj(fp)) return { ok: false, error: 'fingerprint must be a mapping' };
@@ -161,7 +162,7 @@ export const validateDevice: Validator<DeviceRecord> = (key, v) => {
       uuid: (v.uuid as string) ?? null,
       state: v.state as DeviceState,
       bound_worker_id: bound as string | null,
-      key_hash: pubkey ? keySha256(pubkey) : ((v.key_hash as string) ?? null),
+      key_hash: keyHash,
       pubkey,
       key_claimed_at: (v.key_claimed_at as string) ?? null,
       source: v.source === 'manual' ? 'manual' : 'ipxe',
