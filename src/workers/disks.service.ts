@@ -292,24 +292,30 @@ export class DisksService {
   private async place(spec: DiskSpecDto, extra: Map<string, number>): Promise<AgentRecord> {
     const candidates = this.registry.all().filter((a) => a.enabled && a.role.disk);
     if (!candidates.length) throw badRequest('no enabled agent with the disk role is configured');
+    // Why each agent is not a candidate, so the answer tells the operator what to fix.
+    const why: string[] = [];
     const healthy = (
       await Promise.all(
         candidates.map(async (a) => {
           try {
             if (spec.type === 'master') {
               const masters = await this.agents.mastersOf(a);
-              return masters.some((m) => m.name === spec.name) ? a : null;
+              if (masters.some((m) => m.name === spec.name)) return a;
+              why.push(`${a.id}: does not hold it`);
+              return null;
             }
             await this.capabilities(a);
             return a;
-          } catch {
+          } catch (e) {
+            why.push(`${a.id}: ${(e as Error).message}`);
             return null;
           }
         }),
       )
     ).filter((a): a is AgentRecord => a !== null);
     if (!healthy.length) {
-      throw new ApiError(503, spec.type === 'master' ? `no healthy disk agent holds master ${spec.name}` : 'no healthy disk agent');
+      const detail = why.length ? ` (${why.sort().join('; ')})` : '';
+      throw new ApiError(503, spec.type === 'master' ? `no healthy disk agent holds master ${spec.name}${detail}` : `no healthy disk agent${detail}`);
     }
     const count = new Map<string, number>();
     for (const w of this.store.workers.values()) for (const d of w.disks) count.set(d.agent, (count.get(d.agent) ?? 0) + 1);

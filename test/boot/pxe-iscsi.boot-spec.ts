@@ -47,6 +47,12 @@ describe('PXE + iSCSI boot of a worker disk in qemu', () => {
     const MAC = '52:54:00:12:34:56';
     expect((await t.req('POST', '/agents', { id: 'st1', base_url: `http://127.0.0.1:${AGENT_PORT}`, iscsi_server: '10.0.2.2', role: { disk: true }, tags: ['storage', 'stgt'] })).status).toBe(201);
     await t.req('POST', '/workers', { worker_id: 'seat-01' });
+    // As an operator would: wait until the control plane lists the master (up to 30 s on a busy machine).
+    for (let i = 0; i < 60; i++) {
+      const m = await t.req('GET', '/masters');
+      if (m.body?.agents?.[0]?.masters?.some((x: { name: string }) => x.name === '_tpl_boot.img')) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
     const disk = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_boot.img' });
     // The body says why (agent unreachable, placement) when this fails on a loaded machine.
     expect([disk.status, disk.status === 201 ? null : disk.body]).toEqual([201, null]);

@@ -95,13 +95,17 @@ export async function spawnAgent(env: Record<string, string>): Promise<{ proc: C
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; ; i++) {
     if (proc.exitCode !== null) throw new Error(`agent exited with ${proc.exitCode}`);
     try {
       const r = await fetch(`${url}/healthz`);
       if (r.ok) break;
     } catch {
       /* not yet */
+    }
+    if (i >= 600) {
+      proc.kill('SIGKILL');
+      throw new Error(`agent on ${url} not healthy after 30 s`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
