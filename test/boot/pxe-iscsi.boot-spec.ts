@@ -2,7 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawnAgent, Tgtd } from '../helpers/agent';
-import { startApp, tempDir, TestApp } from '../helpers/app';
+import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { BOOT_MARKER, writeBootableMaster } from '../helpers/images';
 
 /**
@@ -13,8 +13,8 @@ import { BOOT_MARKER, writeBootableMaster } from '../helpers/images';
  */
 describe('PXE + iSCSI boot of a worker disk in qemu', () => {
   const dir = tempDir('kurrent-boot-');
-  const CP_PORT = 4839 + 100 + (process.pid % 50);
-  const AGENT_PORT = 4840 + 200 + (process.pid % 50);
+  let CP_PORT = 0;
+  let AGENT_PORT = 0;
   const CONTROL = 7000 + (process.pid % 500);
   const tgtd = new Tgtd(CONTROL, 3260);
   let agent: Awaited<ReturnType<typeof spawnAgent>>;
@@ -22,6 +22,8 @@ describe('PXE + iSCSI boot of a worker disk in qemu', () => {
   let qemu: ChildProcess | undefined;
 
   beforeAll(async () => {
+    CP_PORT = await freePort();
+    AGENT_PORT = await freePort();
     await tgtd.start();
     fs.mkdirSync(path.join(dir, 'images'), { recursive: true });
     writeBootableMaster(path.join(dir, 'images', '_tpl_boot.img'));

@@ -87,34 +87,50 @@ export function listTree(dir: string): string[] {
   return out.sort();
 }
 
-/** A storage agent as a real process (node dist/src/agent/main.js) on a loopback port. */
+/**
+ * A storage agent as a real process (node dist/src/agent/main.js) on a loopback port. Its output
+ * is kept, and a start that fails says why: exit code, the last lines the agent printed, and what
+ * the last probe of /healthz got.
+ */
 export async function spawnAgent(env: Record<string, string>): Promise<{ proc: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = env.IPXE_AGENT_PORT;
+  const started = Date.now();
   const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/agent/main.js')], {
-    env: { ...process.env, IPXE_AGENT_HOST: '127.0.0.1', IPXE_AGENT_LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, IPXE_AGENT_HOST: '127.0.0.1', IPXE_AGENT_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let output = '';
+  const keep = (b: Buffer) => {
+    output = (output + b.toString('utf8')).slice(-8000);
+  };
+  proc.stdout!.on('data', keep);
+  proc.stderr!.on('data', keep);
+  const why = (what: string, probe: string) =>
+    new Error(`${what} (after ${Date.now() - started} ms; last /healthz probe: ${probe}); agent output:\n${output.split('\n').slice(-30).join('\n')}`);
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    if (proc.exitCode !== null) throw new Error(`agent exited with ${proc.exitCode}`);
+  let probe = 'none';
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw why(`agent on ${url} exited (${proc.exitCode ?? proc.signalCode})`, probe);
     try {
-      const r = await fetch(`${url}/healthz`);
+      const r = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) });
       if (r.ok) break;
-    } catch {
-      /* not yet */
+      probe = `HTTP ${r.status}`;
+    } catch (e) {
+      probe = String((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message);
     }
-    if (i >= 600) {
+    if (Date.now() - started > 60_000) {
       proc.kill('SIGKILL');
-      throw new Error(`agent on ${url} not healthy after 30 s`);
+      throw why(`agent on ${url} not healthy`, probe);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  // Keep draining the pipes so a chatty agent never blocks on a full pipe.
   return {
     proc,
     url,
     stop: () =>
       new Promise<void>((resolve) => {
-        if (proc.exitCode !== null) return resolve();
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
         proc.once('exit', () => resolve());
         proc.kill('SIGTERM');
       }),

@@ -1,6 +1,7 @@
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { createApp } from '../../src/app.factory';
 import { loadConfig } from '../../src/config/app-config';
@@ -96,4 +97,16 @@ export const macOf = (i: number) =>
 
 export function dhcpLines(text: string): string[] {
   return text.split('\n').filter((l) => l.trim() && !l.startsWith('#'));
+}
+
+/** A loopback TCP port the kernel just handed out (so parallel or earlier tests never collide). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
 }
