@@ -115,6 +115,7 @@ describe('nvmet backend (NVMe/TCP configfs under a test root)', () => {
       dhchap_key_sha256: expect.stringMatching(/^[0-9a-f]{12}$/),
       dhchap_ctrl_key_sha256: expect.stringMatching(/^[0-9a-f]{12}$/),
       tls_psk_sha256: expect.stringMatching(/^[0-9a-f]{12}$/),
+      subsystems: [],
     });
     const list = await a.req('GET', '/nvme/hosts');
     expect(list.body).toEqual([put.body]);
@@ -139,6 +140,24 @@ describe('nvmet backend (NVMe/TCP configfs under a test root)', () => {
     expect((await a.req('GET', '/luns')).body).toEqual([
       { nqn: `${NQN}:worker-01.3f2a9c1b7d4e`, cd: false, luns: [{ backing: path.join(a.diskDir, 'worker-01.3f2a9c1b7d4e.img') }], allowed_hosts: [HOST] },
     ]);
+
+    expect((await a.req('GET', '/nvme/hosts')).body[0].subsystems).toEqual([`${NQN}:worker-01.3f2a9c1b7d4e`]);
+
+    // A declarative PUT: `subsystems` is the exact set of links (made, removed, unknown = 404, nothing changed).
+    const sub2 = `${NQN}:worker-01.0123456789ab`;
+    expect((await a.req('POST', '/luns/disk', { iqn: sub2, size: '8G' })).status).toBe(201);
+    const creds = { dhchap_key: key, dhchap_hash: 'hmac(sha256)', dhchap_dhgroup: 'ffdhe2048', tls_psk: psk };
+    const missing = await a.req('PUT', `/nvme/hosts/${HOST}`, { ...creds, subsystems: [sub2, `${NQN}:worker-01.ffffffffffff`] });
+    expect([missing.status, missing.body.message]).toEqual([404, `subsystems: subsystem not found: ${NQN}:worker-01.ffffffffffff`]);
+    expect(fs.existsSync(path.join(root, 'subsystems', sub2, 'allowed_hosts', HOST))).toBe(false);
+    const moved = await a.req('PUT', `/nvme/hosts/${HOST}`, { ...creds, subsystems: [sub2] });
+    expect([moved.status, moved.body.subsystems]).toEqual([200, [sub2]]);
+    expect(fs.readlinkSync(path.join(root, 'subsystems', sub2, 'allowed_hosts', HOST))).toBe(`../../../hosts/${HOST}`);
+    expect(fs.existsSync(path.join(sub, 'allowed_hosts', HOST))).toBe(false);
+    const manifest = JSON.parse(fs.readFileSync(path.join(a.dir, 'state/targets.json'), 'utf8')).targets;
+    expect([manifest[sub2].allowed_hosts, manifest[`${NQN}:worker-01.3f2a9c1b7d4e`].allowed_hosts]).toEqual([[HOST], undefined]);
+    expect((await a.req('PUT', `/nvme/hosts/${HOST}`, { ...creds, subsystems: [`${NQN}:worker-01.3f2a9c1b7d4e`, sub2] })).body.subsystems).toEqual([`${NQN}:worker-01.0123456789ab`, `${NQN}:worker-01.3f2a9c1b7d4e`]);
+    expect((await a.req('DELETE', `/luns?iqn=${sub2}&delete_file=true`)).status).toBe(200);
 
     // Removing the host removes its links; removing the disk removes the subsystem and the port link.
     expect((await a.req('DELETE', `/nvme/hosts/${HOST}`)).status).toBe(200);

@@ -27,6 +27,10 @@ export interface TargetBackend {
   /** nvmet only: host credentials. */
   putHost?(hostnqn: string, creds: HostCredentials): Promise<void>;
   removeHost?(hostnqn: string): Promise<void>;
+  /** nvmet only: the subsystems whose allowed_hosts link this host. */
+  hostSubsystems?(hostnqn: string): Promise<string[]>;
+  /** nvmet only: links (or unlinks) the host on one subsystem. */
+  allowHost?(nqn: string, hostnqn: string, allow: boolean): Promise<void>;
 }
 
 export interface HostCredentials {

@@ -111,6 +111,20 @@ export class NvmetBackend implements TargetBackend {
     await this.cfs.write(c.dhchap_ctrl_key ?? '', ...h, 'dhchap_ctrl_key');
   }
 
+  async hostSubsystems(hostnqn: string): Promise<string[]> {
+    const out: string[] = [];
+    for (const nqn of await this.cfs.list('subsystems')) if (await this.cfs.exists('subsystems', nqn, 'allowed_hosts', hostnqn)) out.push(nqn);
+    return out.sort();
+  }
+
+  async allowHost(nqn: string, hostnqn: string, allow: boolean): Promise<void> {
+    const link = ['subsystems', nqn, 'allowed_hosts', hostnqn];
+    if (!allow) return this.cfs.unlink(...link);
+    if (await this.cfs.exists(...link)) return;
+    await this.cfs.mkdir('subsystems', nqn, 'allowed_hosts');
+    await this.cfs.link(['hosts', hostnqn], link);
+  }
+
   async removeHost(hostnqn: string): Promise<void> {
     for (const nqn of await this.cfs.list('subsystems')) await this.cfs.unlink('subsystems', nqn, 'allowed_hosts', hostnqn);
     await this.cfs.rmdir('hosts', hostnqn);

@@ -6,6 +6,7 @@ import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
 import type { CreateCdDto, CreatedLunDto, CreateDiskDto, DeletedLunDto, ScanResultDto, TargetDto } from './dto/luns.dto';
 import { TargetManifest } from './manifest';
+import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 
 const HOST_NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$/;
 
@@ -22,6 +23,7 @@ export class LunsService implements OnModuleInit {
     @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
     private readonly images: ImageFs,
     private readonly manifest: TargetManifest,
+    private readonly hosts: NvmeHostsService,
   ) {
     this.base = backend.transport === 'nvme-tcp' ? config.baseNqn : config.baseIqn;
   }
@@ -31,6 +33,7 @@ export class LunsService implements OnModuleInit {
     const partial = await this.images.sweepPartial();
     if (partial.length) this.log.warn(`removed ${partial.length} partial image(s) a killed create left: ${partial.join(', ')}`);
     await this.backend.start();
+    await this.hosts.restore(); // before the scan: rebuilt subsystems link their allowed hosts
     const r = await this.scan();
     if (r.created.length) this.log.log(`rebuilt ${r.created.length} target(s) from ${this.images.dir}`);
   }
@@ -153,7 +156,9 @@ export class LunsService implements OnModuleInit {
       try {
         const backing = this.images.pathOf(e.file);
         if (e.cd) await this.backend.createCd(name, backing);
-        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts });
+        // A host the agent no longer knows is left out: the subsystem comes back closed, and the
+        // control plane's reconciler pushes the host and its link again.
+        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts?.filter((h) => this.hosts.has(h)) });
         if (!this.manifest.get(name)) await this.manifest.set(name, e);
         out.created.push({ iqn: name, cd: e.cd });
       } catch (err) {

@@ -12,12 +12,12 @@ export class NvmeHostsController {
   /** Known hosts, with key hash prefixes only. */
   @ApiErrors()
   @Get()
-  list(): NvmeHostDto[] {
+  list(): Promise<NvmeHostDto[]> {
     return this.hosts.list();
   }
 
-  /** Sets (or rotates) a host's DH-HMAC-CHAP credentials and TLS PSK (nvmet only). */
-  @ApiErrors(400)
+  /** Sets (or rotates) a host's DH-HMAC-CHAP credentials and TLS PSK, and with `subsystems` the subsystems that allow it (nvmet only). */
+  @ApiErrors(400, 404)
   @Put(':hostnqn')
   put(@Param('hostnqn') hostnqn: string, @Body() body: PutNvmeHostDto): Promise<NvmeHostDto> {
     return this.hosts.put(hostnqn, body);

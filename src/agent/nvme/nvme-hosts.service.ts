@@ -1,4 +1,4 @@
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import { badRequest, notFound } from '../../common/api-error';
@@ -6,6 +6,7 @@ import { FileSystem } from '../../store/file-system';
 import { LedgerFileError } from '../../store/ledger-map';
 import { AgentConfig } from '../agent-config';
 import { HostCredentials, TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import { TargetManifest } from '../luns/manifest';
 import type { NvmeHostDto, PutNvmeHostDto } from './dto/nvme-host.dto';
 import { dhchapKeyError, tlsPskError } from './keys';
 
@@ -17,19 +18,27 @@ const short = (s: string | undefined) => (s ? createHash('sha256').update(s).dig
  * or a rebuilt configfs gets them back) and written to nvmet's hosts/<hostnqn>. Never echoed.
  */
 @Injectable()
-export class NvmeHostsService implements OnModuleInit {
+export class NvmeHostsService {
   private readonly file: string;
   private hosts = new Map<string, HostCredentials>();
+  private restored = false;
 
   constructor(
     config: AgentConfig,
     private readonly fs: FileSystem,
     @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
+    private readonly manifest: TargetManifest,
   ) {
     this.file = path.join(config.stateDir, 'nvme-hosts.json');
   }
 
-  async onModuleInit(): Promise<void> {
+  /**
+   * Loads the state file and writes every host back to the backend. Called by the LUN service at
+   * start, before its scan rebuilds subsystems, whose allowed_hosts links need the hosts.
+   */
+  async restore(): Promise<void> {
+    if (this.restored) return;
+    this.restored = true;
     const text = this.fs.readTextSync(this.file);
     if (!text) return;
     try {
@@ -40,15 +49,27 @@ export class NvmeHostsService implements OnModuleInit {
     if (this.backend.putHost) for (const [nqn, c] of this.hosts) await this.backend.putHost(nqn, c);
   }
 
-  list(): NvmeHostDto[] {
-    return [...this.hosts].map(([hostnqn, c]) => ({
+  has(hostnqn: string): boolean {
+    return this.hosts.has(hostnqn);
+  }
+
+  async list(): Promise<NvmeHostDto[]> {
+    const out: NvmeHostDto[] = [];
+    for (const hostnqn of [...this.hosts.keys()].sort()) out.push(await this.view(hostnqn));
+    return out;
+  }
+
+  private async view(hostnqn: string): Promise<NvmeHostDto> {
+    const c = this.hosts.get(hostnqn)!;
+    return {
       hostnqn,
       dhchap_hash: c.dhchap_hash,
       dhchap_dhgroup: c.dhchap_dhgroup,
       dhchap_key_sha256: short(c.dhchap_key)!,
       dhchap_ctrl_key_sha256: short(c.dhchap_ctrl_key),
       tls_psk_sha256: short(c.tls_psk),
-    }));
+      subsystems: this.backend.hostSubsystems ? await this.backend.hostSubsystems(hostnqn) : [],
+    };
   }
 
   async put(hostnqn: string, dto: PutNvmeHostDto): Promise<NvmeHostDto> {
@@ -61,6 +82,12 @@ export class NvmeHostsService implements OnModuleInit {
     ] as const) {
       if (err) throw badRequest(`${field}: ${err}`);
     }
+    let wanted: Set<string> | null = null;
+    if (dto.subsystems) {
+      wanted = new Set(dto.subsystems);
+      const existing = new Set((await this.backend.list()).map((t) => t.name));
+      for (const nqn of wanted) if (!existing.has(nqn)) throw notFound(`subsystems: subsystem not found: ${nqn}`);
+    }
     const creds: HostCredentials = {
       dhchap_key: dto.dhchap_key,
       dhchap_hash: dto.dhchap_hash,
@@ -71,13 +98,31 @@ export class NvmeHostsService implements OnModuleInit {
     await this.backend.putHost!(hostnqn, creds);
     this.hosts.set(hostnqn, creds);
     await this.save();
-    return this.list().find((h) => h.hostnqn === hostnqn)!;
+    if (wanted) {
+      const linked = new Set(await this.backend.hostSubsystems!(hostnqn));
+      for (const nqn of wanted) if (!linked.has(nqn)) await this.allow(nqn, hostnqn, true);
+      for (const nqn of linked) if (!wanted.has(nqn)) await this.allow(nqn, hostnqn, false);
+    }
+    return this.view(hostnqn);
+  }
+
+  /** One allowed_hosts link, kept in the target manifest too so a rebuilt subsystem gets it back. */
+  private async allow(nqn: string, hostnqn: string, allow: boolean): Promise<void> {
+    await this.backend.allowHost!(nqn, hostnqn, allow);
+    const e = this.manifest.get(nqn);
+    if (!e) return;
+    const hosts = new Set(e.allowed_hosts ?? []);
+    if (allow) hosts.add(hostnqn);
+    else hosts.delete(hostnqn);
+    const { allowed_hosts: _old, ...rest } = e;
+    await this.manifest.set(nqn, { ...rest, ...(hosts.size ? { allowed_hosts: [...hosts].sort() } : {}) });
   }
 
   async remove(hostnqn: string): Promise<{ deleted: string }> {
     this.checkNvmet();
     this.checkNqn(hostnqn);
     if (!this.hosts.has(hostnqn)) throw notFound(`host not found: ${hostnqn}`);
+    for (const nqn of await this.backend.hostSubsystems!(hostnqn)) await this.allow(nqn, hostnqn, false);
     await this.backend.removeHost!(hostnqn);
     this.hosts.delete(hostnqn);
     await this.save();

@@ -31,6 +31,8 @@ export class SystemService implements OnModuleInit {
       empty_disk: 'truncate (sparse)',
       max_file_size: await this.images.maxFileSize(),
       transport: this.backend.transport,
+      nvme_port: nvme ? this.config.nvmePort : null,
+      nvme_tls: nvme ? this.config.nvmeTls : null,
     };
   }
 

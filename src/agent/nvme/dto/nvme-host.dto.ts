@@ -1,5 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsIn, IsOptional, IsString, MaxLength } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsIn, IsOptional, IsString, MaxLength } from 'class-validator';
 
 export const DHCHAP_HASHES = ['hmac(sha256)', 'hmac(sha384)', 'hmac(sha512)'] as const;
 export const DHCHAP_GROUPS = ['null', 'ffdhe2048', 'ffdhe3072', 'ffdhe4096', 'ffdhe6144', 'ffdhe8192'] as const;
@@ -29,6 +29,18 @@ export class PutNvmeHostDto {
   @IsString()
   @MaxLength(200)
   tls_psk?: string;
+
+  /**
+   * When given, the subsystems (NQNs) that allow this host, exactly: missing allowed_hosts links
+   * are made and other links of this host removed. Every subsystem must exist (404 otherwise,
+   * nothing changed). Omitted: the host's links stay as they are.
+   */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(256)
+  @IsString({ each: true })
+  @MaxLength(223, { each: true })
+  subsystems?: string[];
 }
 
 export class NvmeHostDto {
@@ -39,4 +51,6 @@ export class NvmeHostDto {
   dhchap_key_sha256!: string;
   dhchap_ctrl_key_sha256!: string | null;
   tls_psk_sha256!: string | null;
+  /** Subsystems whose allowed_hosts link this host, sorted. */
+  subsystems!: string[];
 }

@@ -21,6 +21,11 @@ export class CapabilitiesDto {
   max_file_size!: number;
   @ApiProperty({ enum: ['iscsi', 'nvme-tcp'] })
   transport!: string;
+  /** NVMe/TCP listener port (nvmet); null on iSCSI backends. */
+  @ApiProperty({ type: 'integer', nullable: true })
+  nvme_port!: number | null;
+  /** Whether that port requires TLS 1.3 (nvmet); null on iSCSI backends. */
+  nvme_tls!: boolean | null;
 }
 
 export class AgentHealthDto {
