@@ -4,6 +4,8 @@ import { LoggerModule } from 'nestjs-pino';
 import { AgentsModule } from './agents/agents.module';
 import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
+import { CredentialsModule } from './credentials/credentials.module';
+import { ReconcilerModule } from './reconciler/reconciler.module';
 import { AuthGuard, BEARER_TOKEN } from './common/auth.guard';
 import { AllExceptionsFilter } from './common/exception.filter';
 import { createValidationPipe } from './common/validation';
@@ -48,8 +50,10 @@ export class AppModule {
         SettingsModule,
         AgentsModule,
         DevicesModule,
+        CredentialsModule,
         WorkersModule,
         BootModule,
+        ReconcilerModule,
       ],
       controllers: [HealthController],
       providers: [

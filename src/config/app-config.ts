@@ -57,6 +57,10 @@ export class AppConfig {
   agentTimeoutMs!: number;
   /** Timeout (ms) of agent health/capability/listing probes (GET /agents?live, placement). */
   agentProbeTimeoutMs!: number;
+  /** Host NQNs of workers are `<hostNqnBase>:host.<worker_id>` (IPXE_CP_HOST_NQN_BASE). */
+  hostNqnBase!: string;
+  /** Reconciler period in seconds (IPXE_CP_RECONCILE_SECONDS); 0 = only POST /reconcile. Also the backoff base. */
+  reconcileSeconds!: number;
   /** The environment as read at start: `${VAR}` tokens in agents.yml expand from here. */
   env!: Readonly<Record<string, string | undefined>>;
 }
@@ -137,6 +141,11 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.accessLog = bool(env, 'IPXE_CP_ACCESS_LOG', false);
   c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
+  c.hostNqnBase = (env.IPXE_CP_HOST_NQN_BASE || 'nqn.2026-07.com.controller').trim();
+  if (!/^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]{0,150}$/.test(c.hostNqnBase)) {
+    throw new ConfigError(`IPXE_CP_HOST_NQN_BASE must look like nqn.2026-07.com.example, got ${JSON.stringify(c.hostNqnBase)}`);
+  }
+  c.reconcileSeconds = int(env, 'IPXE_CP_RECONCILE_SECONDS', 30, 0, 86_400);
   c.env = Object.freeze({ ...env });
   return c;
 }

@@ -110,6 +110,8 @@ export interface WorkerRecord {
   disks: DiskRecord[];
   cd: CdRecord | null;
   default_os: string | null;
+  /** os_tag of the default boot disk (seed 004); default_os is that disk's os. */
+  default_disk: string | null;
   boot: BootConfig;
   created_at: string | null;
 }
@@ -192,6 +194,17 @@ export const validateWorker: Validator<WorkerRecord> = (key, v) => {
   if (!optStr(boot.menu_default)) return { ok: false, error: 'boot.menu_default must be a string' };
   if (!optNum(boot.menu_timeout)) return { ok: false, error: 'boot.menu_timeout must be a number' };
   if (!optStr(v.default_os)) return { ok: false, error: 'default_os must be a string' };
+  if (v.default_disk !== undefined && v.default_disk !== null && !(typeof v.default_disk === 'string' && /^[0-9a-f]{12}$/.test(v.default_disk))) {
+    return { ok: false, error: 'default_disk must be an os_tag (12 hex digits) or null' };
+  }
+  // default_disk names a disk of this worker; an older entry (or a hand edit) with only default_os
+  // gets the tag of its one disk of that os.
+  const tagged = (disks as { os?: unknown; os_tag?: unknown }[]).filter((d) => typeof d.os_tag === 'string');
+  let defaultDisk = tagged.some((d) => d.os_tag === v.default_disk) ? (v.default_disk as string) : null;
+  if (!defaultDisk && typeof v.default_os === 'string') {
+    const same = tagged.filter((d) => d.os === v.default_os);
+    if (same.length === 1) defaultDisk = same[0].os_tag as string;
+  }
   return {
     ok: true,
     value: {
@@ -202,6 +215,7 @@ export const validateWorker: Validator<WorkerRecord> = (key, v) => {
       disks: disks as unknown as DiskRecord[],
       cd: cd as CdRecord | null,
       default_os: (v.default_os as string) ?? null,
+      default_disk: defaultDisk,
       boot: {
         menu_default: (boot.menu_default as string) ?? null,
         menu_timeout: (boot.menu_timeout as number) ?? null,
@@ -221,6 +235,7 @@ export function newWorker(id: string, fields: Partial<WorkerRecord> = {}): Worke
     disks: [],
     cd: null,
     default_os: null,
+    default_disk: null,
     boot: { menu_default: null, menu_timeout: null },
     created_at: null,
     ...fields,

@@ -7,6 +7,7 @@ import { AgentRecord, AgentRegistry } from '../agents/agent-registry';
 import { AgentsService } from '../agents/agents.service';
 import { AuditService } from '../audit/audit.service';
 import type { CreatedLunDto } from '../agent/luns/dto/luns.dto';
+import { CredentialsService } from '../credentials/credentials.service';
 import { LedgerStore } from '../store/ledger.store';
 import { Mutex } from '../store/mutex';
 import { CdRecord, DiskRecord, targetName, WorkerRecord, WorkerState, withoutTarget } from '../store/records';
@@ -41,6 +42,7 @@ export class DisksService {
     private readonly agents: AgentsService,
     private readonly registry: AgentRegistry,
     private readonly audit: AuditService,
+    private readonly credentials: CredentialsService,
   ) {}
 
   /**
@@ -159,11 +161,12 @@ export class DisksService {
         const cur = tx.workers.get(id);
         if (!cur) throw notFound(`worker not found: ${id}`);
         const disks = withoutTarget(cur.disks, disk);
-        const wasDefault = cur.default_os === os && !disks.some((d) => d.os === os);
+        const wasDefault = (cur.default_disk !== null && cur.default_disk === disk.os_tag) || (cur.default_os === os && !disks.some((d) => d.os === os));
         const next: WorkerRecord = {
           ...cur,
           disks,
           default_os: wasDefault ? null : cur.default_os,
+          default_disk: wasDefault ? null : cur.default_disk,
           boot: wasDefault && cur.boot.menu_default === os ? { ...cur.boot, menu_default: null } : cur.boot,
         };
         next.state = workerState(next);
@@ -172,6 +175,8 @@ export class DisksService {
       }),
     );
     await this.audit.record('worker.disk.delete', { worker_id: id, os, agent: disk.agent, iqn: targetName(disk), delete_file: deleteFile, client });
+    // One link fewer on that agent, or the host leaves it with the worker's last disk there.
+    if (disk.transport === 'nvme-tcp') await this.credentials.syncWorker(id, 'delete');
     return updated;
   }
 
@@ -220,6 +225,9 @@ export class DisksService {
   // ---- internals ----
 
   private async execute(id: string, spec: DiskSpecDto, plan: Planned, client: string, setDefault = false): Promise<WorkerRecord> {
+    // NVMe/TCP: the worker's credential exists before its first subsystem does. The subsystem is
+    // made closed (no host); the push after the commit links exactly this worker's host.
+    if (plan.transport === 'nvme-tcp') await this.credentials.ensureIssued(id, client);
     const body = {
       iqn: plan.name,
       filename: plan.filename,
@@ -246,13 +254,15 @@ export class DisksService {
           for (const other of tx.workers.values()) {
             if (other.disks.some((d) => d.os_tag === plan.os_tag)) throw conflict(`os_tag collision ${plan.os_tag}: retry`);
           }
-          const next: WorkerRecord = { ...cur, disks: [...cur.disks, disk], ...(setDefault ? { default_os: spec.os } : {}) };
+          const next: WorkerRecord = { ...cur, disks: [...cur.disks, disk], ...(setDefault ? { default_os: spec.os, default_disk: plan.os_tag } : {}) };
           next.state = workerState(next);
           tx.workers.set(id, next);
           return next;
         }),
       );
       await this.audit.record('worker.disk.create', { worker_id: id, os: spec.os, os_version: spec.os_version ?? null, agent: plan.agent.id, iqn: plan.name, os_tag: plan.os_tag, client });
+      // A failed push does not fail the create: it stays pending for the reconciler.
+      if (plan.transport === 'nvme-tcp') await this.credentials.syncWorker(id, 'create');
       return w;
     } catch (e) {
       // The ledger never records a disk the agent does not have, nor leaves a target it forgot.
@@ -346,7 +356,7 @@ export class DisksService {
   }
 
   private reserve(id: string, spec: DiskSpecDto): string {
-    const key = `${id}|${spec.os}`;
+    const key = `${id}|${spec.os}|${spec.os_version ?? ""}`;
     if (this.reserved.has(key)) throw conflict(`a ${spec.os} disk for ${id} is being created`);
     this.reserved.add(key);
     return key;

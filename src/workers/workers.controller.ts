@@ -5,6 +5,7 @@ import { ClientIp } from '../common/client-ip.decorator';
 import { BatchCreateWorkersDto, BatchCreateWorkersResultDto } from './dto/batch-workers.dto';
 import { CreateWorkerDto } from './dto/create-worker.dto';
 import {
+  DefaultDiskDto,
   DefaultOsDto,
   DeleteWorkerQueryDto,
   DeleteWorkersBatchDto,
@@ -109,7 +110,14 @@ export class WorkersController {
     return this.workers.setDefaultOs(id, body, client);
   }
 
-  /** Deletes the worker; its device returns to the pool and its dhcp-hosts line goes. */
+  /** Default boot disk by os_tag (seed 004); sets default_os to that disk's os. null clears. */
+  @ApiErrors(400, 404, 'writes')
+  @Put(':worker_id/default-disk')
+  setDefaultDisk(@Param('worker_id') id: string, @Body() body: DefaultDiskDto, @ClientIp() client: string): Promise<WorkerDto> {
+    return this.workers.setDefaultDisk(id, body.os_tag, client);
+  }
+
+  /** Deletes the worker; its device returns to the pool, its dhcp-hosts line and NVMe credential go. */
   @ApiErrors(400, 404, 500, 'writes')
   @Delete(':worker_id')
   remove(

@@ -1,3 +1,4 @@
+import { CredentialsModule } from '../credentials/credentials.module';
 import { Module } from '@nestjs/common';
 import { AgentsModule } from '../agents/agents.module';
 import { DevicesModule } from '../devices/devices.module';
@@ -6,7 +7,7 @@ import { WorkersController } from './workers.controller';
 import { WorkersService } from './workers.service';
 
 @Module({
-  imports: [DevicesModule, AgentsModule],
+  imports: [DevicesModule, AgentsModule, CredentialsModule],
   controllers: [WorkersController],
   providers: [WorkersService, DisksService],
   exports: [WorkersService],

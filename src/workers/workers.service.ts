@@ -5,6 +5,7 @@ import { normalizeId, normalizeMac } from '../common/mac';
 import { AuditService } from '../audit/audit.service';
 import { BindingService } from '../devices/binding.service';
 import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
+import { CredentialsService } from '../credentials/credentials.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
 import { CdRecord, newWorker, targetName, withoutTarget, WorkerRecord } from '../store/records';
 import { AgentsService } from '../agents/agents.service';
@@ -28,6 +29,7 @@ export class WorkersService {
     private readonly clock: Clock,
     private readonly disks: DisksService,
     private readonly agents: AgentsService,
+    private readonly credentials: CredentialsService,
   ) {}
 
   /** Ledger entry + projected binding and readiness. */
@@ -44,6 +46,7 @@ export class WorkersService {
       bound_device: mac,
       readiness: mac && hasDisk ? 'ready' : mac || hasDisk ? 'partial' : 'idle',
       default_os: w.default_os,
+      default_disk: w.default_disk,
       boot: { ...w.boot },
     };
   }
@@ -236,13 +239,19 @@ export class WorkersService {
         if (!cur) throw notFound(`worker not found: ${id}`);
         const next: WorkerRecord = { ...cur, boot: { ...cur.boot } };
         if (dto.os !== undefined) {
+          next.default_disk = null;
           if (dto.os !== null) {
             if (cur.disks.length === 0) throw conflict(`worker ${id} has no system disk yet; create one before setting os`);
-            if (!cur.disks.some((d) => d.os === dto.os)) {
+            const same = cur.disks.filter((d) => d.os === dto.os);
+            if (!same.length) {
               throw badRequest(
                 `os: ${dto.os} is not a system disk of ${id} (disks: ${cur.disks.map((d) => d.os).join(', ')})`,
               );
             }
+            if (same.length > 1) {
+              throw badRequest(`os: ${id} has ${same.length} ${dto.os} disks (${same.map((d) => `${d.os_version ?? '-'}: ${d.os_tag}`).join(', ')}); choose one with PUT /workers/${id}/default-disk`);
+            }
+            next.default_disk = same[0].os_tag ?? null;
           }
           next.default_os = dto.os;
         }
@@ -258,6 +267,26 @@ export class WorkersService {
     });
   }
 
+  /** PUT default-disk (seed 004): the disk by os_tag; default_os follows it (one field underneath). */
+  setDefaultDisk(rawId: string, osTag: string | null, client: string): Promise<WorkerDto> {
+    const id = this.parseId(rawId);
+    return this.store.exclusive(async () => {
+      const w = await this.store.commit((tx) => {
+        const cur = tx.workers.get(id);
+        if (!cur) throw notFound(`worker not found: ${id}`);
+        const disk = osTag === null ? null : cur.disks.find((d) => d.os_tag === osTag);
+        if (osTag !== null && !disk) {
+          throw badRequest(`os_tag: ${osTag} is not a disk of ${id} (disks: ${cur.disks.map((d) => `${d.os}${d.os_version ? ` ${d.os_version}` : ''}: ${d.os_tag}`).join(', ') || 'none'})`);
+        }
+        const next: WorkerRecord = { ...cur, default_disk: disk?.os_tag ?? null, default_os: disk?.os ?? null };
+        tx.workers.set(id, next);
+        return next;
+      });
+      await this.audit.record('worker.default_disk', { worker_id: id, os_tag: osTag, os: w.default_os, client });
+      return this.project(w);
+    });
+  }
+
   remove(rawId: string, deleteDisk: boolean, ignoreMissing: boolean, client: string): Promise<DeleteWorkerResultDto> {
     const id = this.parseId(rawId);
     return this.disks.forWorker(id, () => this.removeLocked(id, deleteDisk, ignoreMissing, client));
@@ -267,6 +296,15 @@ export class WorkersService {
     const w = this.store.read().workers.get(id);
     if (!w) throw notFound(`worker not found: ${id}`);
     await this.deleteTargets(w, deleteDisk, ignoreMissing, client);
+    try {
+      return await this.deleteCommitted(id, deleteDisk, client);
+    } finally {
+      // Its credential goes and its host leaves the agents (the reconciler finishes what fails).
+      if (!this.store.read().workers.has(id)) await this.credentials.workerDeleted(id, client);
+    }
+  }
+
+  private deleteCommitted(id: string, deleteDisk: boolean, client: string): Promise<DeleteWorkerResultDto> {
     return this.store.exclusive(async () => {
       const { result, reloadError } = await this.bindings.commit((tx) => {
         if (!tx.workers.get(id)) throw notFound(`worker not found: ${id}`);
@@ -296,6 +334,14 @@ export class WorkersService {
         out.failed.push({ worker_id: id, error: (e as Error).message });
       }
     }
+    try {
+      return await this.deleteBatchCommitted(dto, ready, out, client);
+    } finally {
+      await Promise.all(out.succeeded.map((s) => this.credentials.workerDeleted(s.worker_id, client)));
+    }
+  }
+
+  private deleteBatchCommitted(dto: DeleteWorkersBatchDto, ready: string[], out: DeleteWorkersBatchResultDto, client: string): Promise<DeleteWorkersBatchResultDto> {
     return this.store.exclusive(async () => {
       const audits: AuditCall[] = [];
       const { reloadError } = await this.bindings.commit((tx) => {

@@ -8,7 +8,7 @@ import { AgentConfig } from '../agent-config';
 import { HostCredentials, TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { TargetManifest } from '../luns/manifest';
 import type { NvmeHostDto, PutNvmeHostDto } from './dto/nvme-host.dto';
-import { dhchapKeyError, tlsPskError } from './keys';
+import { dhchapKeyError, tlsPskError } from '../../common/nvme-keys';
 
 const HOST_NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$/;
 const short = (s: string | undefined) => (s ? createHash('sha256').update(s).digest('hex').slice(0, 12) : null);

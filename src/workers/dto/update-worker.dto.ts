@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsIn, IsOptional, IsString, MaxLength, ValidateIf } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsIn, IsOptional, IsString, Matches, MaxLength, ValidateIf } from 'class-validator';
 import { Int, IsMac, QueryBool } from '../../common/validators';
 import { MENU_ITEMS, OS_ITEMS } from '../menu';
 
@@ -35,6 +35,14 @@ export class DefaultOsDto {
   @ValidateIf((_, v) => v !== null)
   @Int({ min: 0, max: 86_400_000, nullable: true })
   menu_timeout?: number | null;
+}
+
+export class DefaultDiskDto {
+  /** os_tag (12 hex digits) of one of the worker's disks; null clears the default. */
+  @ValidateIf((_, v) => v !== null)
+  @Matches(/^[0-9a-f]{12}$/, { message: 'os_tag: must be 12 lower-case hex digits (a disk os_tag) or null' })
+  @ApiProperty({ type: String, nullable: true, pattern: '^[0-9a-f]{12}$', example: '3f2a9c1b7d4e' })
+  os_tag!: string | null;
 }
 
 export class DeleteWorkerQueryDto {

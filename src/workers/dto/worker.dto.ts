@@ -57,6 +57,8 @@ export class WorkerDto {
   readiness!: 'ready' | 'partial' | 'idle';
   /** Default boot system (os of one of the disks). */
   default_os!: string | null;
+  /** os_tag of the default boot disk (seed 004); default_os is that disk's os. */
+  default_disk!: string | null;
   boot!: BootDto;
 }
 

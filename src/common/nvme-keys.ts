@@ -1,0 +1,66 @@
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+
+/**
+ * NVMe secret formats (NVMe base spec / libnvme):
+ *   DH-HMAC-CHAP: `DHHC-1:<hh>:<base64(key || crc32le(key))>:`, hh 00-03, key 32/48/64 bytes
+ *   TLS PSK:      `NVMeTLSkey-1:<hh>:<base64(psk || crc32le(psk))>:`, hh 01 (32 bytes) / 02 (48 bytes)
+ */
+function check(prefix: string, value: string, lens: (hh: string) => number[]): string | null {
+  const m = new RegExp(`^${prefix}:(0[0-3]):([A-Za-z0-9+/]+={0,2}):$`).exec(value);
+  if (!m) return `must look like ${prefix}:<hh>:<base64>:`;
+  const raw = Buffer.from(m[2], 'base64');
+  const keyLen = raw.length - 4;
+  if (!lens(m[1]).includes(keyLen)) return `key length ${keyLen} does not fit transform ${m[1]}`;
+  const key = raw.subarray(0, keyLen);
+  if (crc32(key) !== raw.readUInt32LE(keyLen)) return 'CRC-32 does not match';
+  return null;
+}
+
+export function dhchapKeyError(value: string): string | null {
+  return check('DHHC-1', value, (hh) => ({ '00': [32, 48, 64], '01': [32], '02': [48], '03': [64] })[hh] ?? []);
+}
+
+export function tlsPskError(value: string): string | null {
+  return check('NVMeTLSkey-1', value, (hh) => ({ '01': [32], '02': [48] })[hh] ?? []);
+}
+
+/** The key bytes of a valid `DHHC-1:<hh>:<base64>:` secret (call dhchapKeyError first). */
+export function dhchapKeyBytes(value: string): Buffer {
+  const raw = Buffer.from(value.split(':')[2], 'base64');
+  return raw.subarray(0, raw.length - 4);
+}
+
+/** `<prefix>:<hh>:<base64(key || crc32le(key))>:`, the form nvme-cli prints and reads. */
+export function interchange(prefix: 'DHHC-1' | 'NVMeTLSkey-1', hh: string, key: Buffer): string {
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(crc32(key));
+  return `${prefix}:${hh}:${Buffer.concat([key, crc]).toString('base64')}:`;
+}
+
+/** A fresh DH-HMAC-CHAP secret: 32 random bytes, no transformation (`nvme gen-dhchap-key`'s default). */
+export function generateDhchapKey(): string {
+  return interchange('DHHC-1', '00', randomBytes(32));
+}
+
+/**
+ * The TLS PSK of a host, derived from its DH-HMAC-CHAP secret with the NVMe/TCP retained-PSK
+ * construction (TP 8011; libnvme `derive_retained_key`): HKDF-Expand-Label(HKDF-Extract(0, key),
+ * "HostNQN", hostnqn, 32) with SHA-256, the label in RFC 8446 form ("tls13 " prefix, length
+ * bytes). So the PSK changes, and is revoked, whenever the secret is, and it is different per host.
+ * Sent as `NVMeTLSkey-1:01:<base64(psk || crc32)>:`.
+ */
+export function deriveTlsPsk(dhchapKey: string, hostnqn: string): string {
+  const key = dhchapKeyBytes(dhchapKey);
+  const prk = createHmac('sha256', Buffer.alloc(32)).update(key).digest();
+  const label = Buffer.from('tls13 HostNQN');
+  const ctx = Buffer.from(hostnqn);
+  const info = Buffer.concat([Buffer.from([0, 32, label.length]), label, Buffer.from([ctx.length]), ctx]);
+  const psk = createHmac('sha256', prk).update(Buffer.concat([info, Buffer.from([1])])).digest();
+  return interchange('NVMeTLSkey-1', '01', psk);
+}
+
+/** First 12 hex digits of SHA-256 of a secret: tells secrets apart without revealing them. */
+export function secretSha12(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex').slice(0, 12);
+}

@@ -1,0 +1,157 @@
+import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { Clock } from '../common/clock';
+import { secretSha12 } from '../common/nvme-keys';
+import { AgentGateway } from '../agents/agent-gateway';
+import { AgentRegistry } from '../agents/agent-registry';
+import { AuditService } from '../audit/audit.service';
+import { AppConfig } from '../config/app-config';
+import { CredentialStore } from '../credentials/credential-store';
+import { AgentHostView, CredentialsService, PushOutcome } from '../credentials/credentials.service';
+import type { ReconcileResultDto } from '../credentials/dto/credential.dto';
+import { LedgerStore } from '../store/ledger.store';
+
+/**
+ * The credential reconciler (design card: "a scheduled reconciler that retries NVMe-oF
+ * credential pushes"). Each pass lists the hosts of every agent concerned once, then: pushes what
+ * is pending or failed once its backoff has passed (at once when the agent answers again after
+ * being unreachable), pushes again where the agent lost the host or holds another key or other
+ * links, removes revoked hosts, hosts of disks that are gone and of deleted workers, and hosts of
+ * ours that no credential accounts for. Passes never overlap: a second caller joins the running one.
+ */
+@Injectable()
+export class ReconcilerService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly log = new Logger('Reconciler');
+  private running: Promise<ReconcileResultDto> | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly credentials: CredentialsService,
+    private readonly creds: CredentialStore,
+    private readonly store: LedgerStore,
+    private readonly registry: AgentRegistry,
+    private readonly gateway: AgentGateway,
+    private readonly audit: AuditService,
+    private readonly clock: Clock,
+    private readonly config: AppConfig,
+    private readonly scheduler: SchedulerRegistry,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (!this.config.reconcileSeconds) return;
+    const t = setInterval(() => {
+      void this.pass().catch((err) => this.log.error(`reconciler pass failed: ${(err as Error).message}`));
+    }, this.config.reconcileSeconds * 1000);
+    t.unref();
+    this.scheduler.addInterval('credential-reconciler', t);
+  }
+
+  onApplicationShutdown(): void {
+    this.stopped = true;
+    if (this.scheduler.doesExist('interval', 'credential-reconciler')) this.scheduler.deleteInterval('credential-reconciler');
+  }
+
+  /** One pass now, or the one already running. */
+  pass(): Promise<ReconcileResultDto> {
+    if (!this.running) this.running = this.run().finally(() => (this.running = null));
+    return this.running;
+  }
+
+  private async run(): Promise<ReconcileResultDto> {
+    const started_at = this.clock.isoNow();
+    const out: ReconcileResultDto = { started_at, finished_at: started_at, agents_checked: [], agents_unreachable: [], pushed: [], removed: [], failed: [], not_due: 0 };
+    const workers = this.store.read().workers;
+    // Credentials of workers that no longer exist (a crash between the two writes of a delete).
+    for (const c of this.creds.all()) if (!workers.has(c.worker_id)) await this.credentials.workerDeleted(c.worker_id, 'reconciler');
+    for (const c of this.creds.all()) await this.credentials.markDesired(c.worker_id);
+
+    const agents = new Set<string>();
+    for (const c of this.creds.all()) for (const a of Object.keys(c.agents)) agents.add(a);
+    for (const r of this.creds.removals()) agents.add(r.agent);
+    for (const w of workers.values()) for (const d of w.disks) if (d.transport === 'nvme-tcp') agents.add(d.agent);
+    const listings = new Map<string, Map<string, AgentHostView> | string>();
+    await Promise.all(
+      [...agents].sort().map(async (id) => {
+        const a = this.registry.get(id);
+        if (!a) return;
+        try {
+          const hosts = await this.gateway.call<AgentHostView[]>(a, 'GET', '/nvme/hosts', { timeoutMs: this.config.agentProbeTimeoutMs });
+          listings.set(id, new Map((Array.isArray(hosts) ? hosts : []).map((h) => [h.hostnqn, h])));
+          out.agents_checked.push(id);
+        } catch (e) {
+          listings.set(id, (e as Error).message);
+          out.agents_unreachable.push(id);
+        }
+      }),
+    );
+    out.agents_checked.sort();
+    out.agents_unreachable.sort();
+
+    const now = this.clock.now().getTime();
+    const jobs: Promise<void>[] = [];
+    const note = (o: PushOutcome, kind: 'pushed' | 'removed') => {
+      const e = { worker_id: o.worker_id, agent: o.agent, hostnqn: o.hostnqn, reason: o.reason, ...(o.error ? { error: o.error } : {}) };
+      (o.ok ? out[kind] : out.failed).push(e);
+    };
+    for (const c of this.creds.all()) {
+      for (const [agent, p] of Object.entries(c.agents)) {
+        const listing = listings.get(agent);
+        if (p.state === 'removing') {
+          if (!this.credentials.isDue(p, now)) out.not_due++;
+          else jobs.push(this.credentials.removeFrom(c.worker_id, agent, 'retry').then((o) => note(o, 'removed')));
+          continue;
+        }
+        if (listing === undefined) continue; // agent not in the registry: nothing to talk to
+        if (typeof listing === 'string') {
+          if (p.state === 'pushed') continue;
+          if (!this.credentials.isDue(p, now)) out.not_due++;
+          else {
+            jobs.push(this.credentials.recordUnreachable(c.worker_id, agent, listing));
+            out.failed.push({ worker_id: c.worker_id, agent, hostnqn: c.hostnqn, reason: 'retry', error: listing });
+          }
+          continue;
+        }
+        const h = listing.get(c.hostnqn);
+        const want = (this.credentials.desired(c.worker_id).get(agent) ?? []).join();
+        const drift = !h || h.dhchap_key_sha256 !== secretSha12(c.dhchap_key) || (h.subsystems ?? []).join() !== want;
+        if (p.state === 'pushed') {
+          if (drift) jobs.push(this.credentials.pushTo(c.worker_id, agent, 'drift').then((o) => note(o, 'pushed')));
+          continue;
+        }
+        // Pending or failed: due by backoff, or at once when the failure was the agent being away.
+        const wasAway = p.attempts > 0 && !(p as { rejected?: boolean }).rejected;
+        if (this.credentials.isDue(p, now) || wasAway) {
+          jobs.push(this.credentials.pushTo(c.worker_id, agent, p.attempts ? 'retry' : 'create').then((o) => note(o, 'pushed')));
+        } else out.not_due++;
+      }
+    }
+    for (const r of this.creds.removals()) {
+      if (!this.credentials.isDue(r, now)) out.not_due++;
+      else jobs.push(this.credentials.removeQueued(r).then((o) => note(o, 'removed')));
+    }
+    // Hosts of ours on an agent that no credential or queued removal accounts for.
+    for (const [agent, listing] of listings) {
+      if (typeof listing === 'string') continue;
+      for (const hostnqn of listing.keys()) {
+        if (!this.credentials.isOurHostNqn(hostnqn)) continue;
+        const known = this.creds.all().some((c) => c.hostnqn === hostnqn && c.agents[agent]) || this.creds.removals().some((r) => r.hostnqn === hostnqn && r.agent === agent);
+        if (known) continue;
+        const worker_id = hostnqn.slice(hostnqn.indexOf(':host.') + 6);
+        if (this.creds.get(worker_id) && !this.creds.get(worker_id)!.revoked && this.credentials.desired(worker_id).has(agent)) continue;
+        jobs.push(
+          this.credentials
+            .removeQueued({ worker_id, hostnqn, agent, attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null }, 'orphan: no credential of this control plane wants it')
+            .then((o) => note(o, 'removed')),
+        );
+      }
+    }
+    await Promise.all(jobs);
+    out.finished_at = this.clock.isoNow();
+    if (out.pushed.length || out.removed.length || out.failed.length) {
+      this.log.log(`pass: ${out.pushed.length} pushed, ${out.removed.length} removed, ${out.failed.length} failed, ${out.not_due} waiting`);
+      await this.audit.record('reconcile.pass', { ...(out.failed.length ? { status: 'failed' } : {}), pushed: out.pushed.length, removed: out.removed.length, failed: out.failed.length, not_due: out.not_due, agents_unreachable: out.agents_unreachable, client: 'reconciler' });
+    }
+    if (this.stopped) this.log.debug('pass finished after shutdown');
+    return out;
+  }
+}
