@@ -4,17 +4,23 @@ import { ApiExtraModels, ApiOkResponse, ApiProduces, ApiQuery, ApiTags, getSchem
 import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { BootService } from './boot.service';
-import { BootVarsDto, ChallengeDto } from './dto/boot-vars.dto';
+import { BootMenuDto, BootVarsDto, ChallengeDto } from './dto/boot-vars.dto';
 
 @ApiTags('boot')
-@ApiExtraModels(BootVarsDto, ChallengeDto)
+@ApiExtraModels(BootVarsDto, BootMenuDto, ChallengeDto)
 @Controller()
 export class BootController {
   constructor(private readonly boot: BootService) {}
 
   /**
    * Per-worker iPXE variables (no auth, read-only). Lookup: hostname, else mac -> bound worker;
-   * a mac not bound to the named worker gets the empty script.
+   * a mac not bound to the named worker gets the empty script. iSCSI default disk (seed 000):
+   * base-iqn, iscsi-server, iscsi-sep. NVMe/TCP default disk (seed 004): disk-nqn, storager-ip,
+   * nvme-port, hostnqn and tls-psk, and no iSCSI variable; when that disk cannot be connected
+   * (credential revoked or not yet on its agent, port unknown or without TLS) the empty script,
+   * never a fallback. The TLS PSK is the one secret this unauthenticated route hands out: with
+   * signature enforcement on (PUT /settings/signature-enforcement) only the bound device's key
+   * gets it.
    */
   @ApiErrors('public', 400)
   @Public()
@@ -49,6 +55,41 @@ export class BootController {
     // validates by hand. A string goes out as text/plain, an object as application/json.
     const q = req.query;
     return this.boot.bootVars(q.mac, q.hostname, q.format ?? 'ipxe', q.nonce, q.sig);
+  }
+
+  /**
+   * The worker's boot menu items, one per disk it can boot now, named from its disk records:
+   * `set menu-count <n>` and `set menu-<i>-id|label|root` (root = `iscsi:<server><sep><iqn>` or
+   * `nvme://<server>:<port>/<nqn>`), plus `install-root` for an install CD. menu.ipxe builds its
+   * items from these. Same lookup and enforcement as /boot-vars (a signed nonce works once here
+   * and once there).
+   */
+  @ApiErrors('public', 400)
+  @Public()
+  @Get('boot-menu')
+  @Header('Cache-Control', 'no-store')
+  @ApiProduces('text/plain', 'application/json')
+  @ApiQuery({ name: 'mac', required: false, type: String, description: 'MAC in colon or bare-hex form' })
+  @ApiQuery({ name: 'hostname', required: false, type: String })
+  @ApiQuery({ name: 'format', required: false, enum: ['ipxe', 'json'] })
+  @ApiQuery({ name: 'nonce', required: false, type: String, description: 'With signature enforcement: as for /boot-vars' })
+  @ApiQuery({ name: 'sig', required: false, type: String, description: 'With signature enforcement: as for /boot-vars' })
+  @ApiOkResponse({
+    description: 'An iPXE script of `set` lines (default) or, with format=json, the items as JSON.',
+    content: {
+      'text/plain': {
+        schema: {
+          type: 'string',
+          example:
+            '#!ipxe\n# boot menu for worker-01\nset menu-count 1\nset menu-0-id ubuntu\nset menu-0-label ubuntu (iscsi 3f2a9c1b7d4e)\nset menu-0-root iscsi:192.168.80.3:::1:iqn.2026-07.com.controller:worker-01.ubuntu\n',
+        },
+      },
+      'application/json': { schema: { $ref: getSchemaPath(BootMenuDto) } },
+    },
+  })
+  bootMenu(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootMenuDto {
+    const q = req.query;
+    return this.boot.bootMenu(q.mac, q.hostname, q.format ?? 'ipxe', q.nonce, q.sig);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AgentsModule } from '../agents/agents.module';
+import { CredentialsModule } from '../credentials/credentials.module';
 import { SettingsModule } from '../settings/settings.module';
 import { BootController } from './boot.controller';
 import { BootService } from './boot.service';
@@ -7,7 +8,7 @@ import { ChallengeService } from './challenge.service';
 import { DiskVarsResolver } from './disk-vars';
 
 @Module({
-  imports: [SettingsModule, AgentsModule],
+  imports: [SettingsModule, AgentsModule, CredentialsModule],
   controllers: [BootController],
   providers: [BootService, DiskVarsResolver, ChallengeService],
 })

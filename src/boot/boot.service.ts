@@ -10,10 +10,12 @@ import { WorkerRecord } from '../store/records';
 import { KeyObject } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
-import { ChallengeService } from './challenge.service';
+import { ChallengeService, ChallengeUse } from './challenge.service';
 import { DiskVarsResolver } from './disk-vars';
-import type { BootVarsDto } from './dto/boot-vars.dto';
+import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
 import { checkVars, IpxeVar, REFUSED_SCRIPT, renderIpxe, ScriptRefused } from './ipxe-script';
+
+type Resolved = { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' };
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
 
@@ -53,6 +55,53 @@ export class BootService {
   }
 
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootVarsDto {
+    const who = this.identify('vars', rawMac, rawHostname, format, nonce, sig);
+    if (!who) return format === 'json' ? {} : EMPTY_SCRIPT;
+    const { r, mac } = who;
+    const vars = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
+    // An NVMe default disk that cannot be connected now: the empty script, never another transport.
+    if (!vars) return format === 'json' ? {} : EMPTY_SCRIPT;
+    const list: IpxeVar[] = [];
+    if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
+    if (vars.iscsi_server) list.push({ name: 'iscsi-server', grammar: 'address', value: vars.iscsi_server });
+    if (vars.iscsi_sep) list.push({ name: 'iscsi-sep', grammar: 'iscsi-sep', value: vars.iscsi_sep });
+    if (vars.disk_nqn) {
+      list.push({ name: 'disk-nqn', grammar: 'nqn', value: vars.disk_nqn });
+      list.push({ name: 'storager-ip', grammar: 'address', value: vars.storager_ip! });
+      list.push({ name: 'nvme-port', grammar: 'number', value: vars.nvme_port! });
+      list.push({ name: 'hostnqn', grammar: 'nqn', value: vars.hostnqn! });
+      list.push({ name: 'tls-psk', grammar: 'tls-psk', value: vars.tls_psk! });
+    }
+    list.push({ name: 'menu-default', grammar: 'menu-name', value: vars.menu_default ?? '' });
+    list.push({ name: 'menu-timeout', grammar: 'number', value: vars.menu_timeout ?? '' });
+    const label = r.kind === 'worker' ? r.worker.hostname : `${mac} (pooled, waiting to be bound to a worker)`;
+    return this.render(format, `boot vars for ${label}`, list, vars, mac, r);
+  }
+
+  /**
+   * GET /boot-menu: the items of the worker's boot menu (one per disk it can boot now, named from
+   * the disk records) as `set menu-<i>-id|label|root` lines plus `menu-count`, and the install
+   * CD's root path. Same identification and enforcement as /boot-vars (a signed nonce may be used
+   * once here and once there).
+   */
+  bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootMenuDto {
+    const who = this.identify('menu', rawMac, rawHostname, format, nonce, sig);
+    if (!who || who.r.kind !== 'worker') return format === 'json' ? {} : EMPTY_SCRIPT;
+    const w = who.r.worker;
+    const menu = this.disks.menu(w);
+    const list: IpxeVar[] = [{ name: 'menu-count', grammar: 'number', value: menu.items.length }];
+    menu.items.forEach((it, i) => {
+      list.push({ name: `menu-${i}-id`, grammar: 'menu-name', value: it.id });
+      list.push({ name: `menu-${i}-label`, grammar: 'menu-label', value: it.label });
+      list.push({ name: `menu-${i}-root`, grammar: 'root-path', value: it.root });
+    });
+    if (menu.install_root) list.push({ name: 'install-root', grammar: 'root-path', value: menu.install_root });
+    const dto: BootMenuDto = { items: menu.items, ...(menu.install_root ? { install_root: menu.install_root } : {}) };
+    return this.render(format, `boot menu for ${w.hostname}`, list, dto, who.mac, who.r);
+  }
+
+  /** Format check, MAC and hostname parsing, lookup and (when on) signature enforcement. */
+  private identify(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): { r: Resolved; mac: string | null } | null {
     if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
     let mac: string | null = null;
     if (typeof rawMac === 'string' && rawMac.trim() !== '') {
@@ -63,28 +112,25 @@ export class BootService {
     }
     const hostname = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     const r = this.resolve(mac, hostname);
-    if (r.kind === 'none') return format === 'json' ? {} : EMPTY_SCRIPT;
+    if (r.kind === 'none') return null;
     if (this.settings.signatureEnforcement) {
-      const reason = this.verify(r, mac, nonce, sig);
+      const reason = this.verify(use, r, mac, nonce, sig);
       if (reason) {
         this.auditDenial(mac, r.kind === 'worker' ? r.worker.worker_id : null, reason);
-        return format === 'json' ? {} : EMPTY_SCRIPT;
+        return null;
       }
     }
-    const vars: BootVarsDto = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
-    const list: IpxeVar[] = [];
-    if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
-    if (vars.iscsi_server) list.push({ name: 'iscsi-server', grammar: 'address', value: vars.iscsi_server });
-    if (vars.iscsi_sep) list.push({ name: 'iscsi-sep', grammar: 'iscsi-sep', value: vars.iscsi_sep });
-    list.push({ name: 'menu-default', grammar: 'menu-name', value: vars.menu_default ?? '' });
-    list.push({ name: 'menu-timeout', grammar: 'number', value: vars.menu_timeout ?? '' });
-    const label = r.kind === 'worker' ? r.worker.hostname : `${mac} (pooled, waiting to be bound to a worker)`;
+    return { r, mac };
+  }
+
+  /** The one place a boot answer is produced: every value under its grammar, or the refused script. */
+  private render<T extends object>(format: unknown, comment: string, list: IpxeVar[], json: T, mac: string | null, r: Resolved): string | T | Record<string, never> {
     try {
       if (format === 'json') {
         checkVars(list);
-        return vars;
+        return json;
       }
-      return renderIpxe(`boot vars for ${label}`, list);
+      return renderIpxe(comment, list);
     } catch (e) {
       if (!(e instanceof ScriptRefused)) throw e;
       this.auditRefusal(e, mac, r.kind === 'worker' ? r.worker.worker_id : null);
@@ -96,13 +142,13 @@ export class BootService {
    * Enforcement: per-worker variables only for a bound device whose signature over an unexpired,
    * unused nonce for its MAC verifies against its stored key. Returns the reason for a denial.
    */
-  private verify(r: { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' }, mac: string | null, nonce: unknown, sig: unknown): string | null {
+  private verify(use: ChallengeUse, r: Resolved, mac: string | null, nonce: unknown, sig: unknown): string | null {
     if (r.kind !== 'worker' || !mac) return 'not a bound device';
     const d = this.store.read().devices.get(mac);
     if (!d || d.state !== 'bound' || d.bound_worker_id !== r.worker.worker_id) return 'not a bound device';
     if (!d.pubkey) return 'no key';
     if (typeof nonce !== 'string' || !nonce) return 'no nonce';
-    const c = this.challenges.consume(mac, nonce.toLowerCase());
+    const c = this.challenges.consume(mac, nonce.toLowerCase(), use);
     if (!c.ok) return c.reason;
     let k = this.keys.get(mac);
     if (!k || k.hex !== d.pubkey) {
@@ -133,10 +179,7 @@ export class BootService {
    * hostname -> worker (hostname or worker_id); else mac -> device -> bound worker. With a mac,
    * the device must be bound to the worker the hostname names (anti-spoofing).
    */
-  private resolve(
-    mac: string | null,
-    hostname: string | null,
-  ): { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' } | { kind: 'none' } {
+  private resolve(mac: string | null, hostname: string | null): Resolved | { kind: 'none' } {
     const store = this.store.read();
     const device = mac ? store.devices.get(mac) : undefined;
     if (hostname) {
@@ -160,19 +203,32 @@ export class BootService {
     return { kind: 'none' };
   }
 
-  private workerVars(w: WorkerRecord): BootVarsDto {
-    const disk = this.disks.resolve(w);
-    const menuDefault = w.default_os ?? w.boot.menu_default;
+  /**
+   * Seed 000 for iSCSI (base_iqn, iscsi_server, iscsi_sep of the default disk, else of the first
+   * one), seed 004 for an NVMe/TCP default disk (disk_nqn, storager_ip, nvme_port, hostnqn,
+   * tls_psk; no iSCSI variable). null: the NVMe default disk cannot be connected now.
+   */
+  private workerVars(w: WorkerRecord): BootVarsDto | null {
+    const d = this.disks.defaultDisk(w);
     const out: BootVarsDto = {} as BootVarsDto;
-    if (disk) {
-      out.base_iqn = disk.base_iqn;
-      if (disk.iscsi_server) out.iscsi_server = disk.iscsi_server;
-      if (disk.iscsi_sep) out.iscsi_sep = disk.iscsi_sep;
+    if (d?.disk.transport === 'nvme-tcp') {
+      const nv = this.disks.nvme(w, d.disk);
+      if (!nv) return null;
+      Object.assign(out, nv);
+    } else if (d) {
+      Object.assign(out, this.disks.iscsi(d.disk));
     }
+    const menuDefault = d?.explicit ? this.disks.itemId(d.disk) : w.boot.menu_default ? this.menuIdFor(w, w.boot.menu_default) : null;
     if (!menuDefault) return { ...out, ...this.rebootLoop() };
     out.menu_default = menuDefault;
     out.menu_timeout = w.boot.menu_timeout ?? this.config.bootMenuTimeoutMs;
     return out;
+  }
+
+  /** boot.menu_default may name an os: the item of that os's disk (which has its own id with an os_version). */
+  private menuIdFor(w: WorkerRecord, name: string): string {
+    const d = w.disks.find((x) => x.os === name);
+    return d ? this.disks.itemId(d) : name;
   }
 
   private rebootLoop(): BootVarsDto {

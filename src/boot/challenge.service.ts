@@ -8,11 +8,14 @@ export const CHALLENGE_TTL_MS = 60_000;
 /** Live and recently used nonces kept at most (about 200 bytes each: ~20 MB at the cap). */
 export const CHALLENGE_CAP = 100_000;
 
+/** What a signed nonce is spent on: once for /boot-vars and once for /boot-menu. */
+export type ChallengeUse = 'vars' | 'menu';
+
 interface Entry {
   mac: string;
   nonce: Buffer;
   expires: number;
-  used: boolean;
+  used: Set<ChallengeUse>;
 }
 
 export type Consumed = { ok: true; nonce: Buffer } | { ok: false; reason: 'no nonce' | 'expired' | 'replayed' | 'wrong mac' };
@@ -60,25 +63,26 @@ export class ChallengeService implements OnModuleInit, OnModuleDestroy {
       if (old) this.byNonce.delete(old);
       if (this.byNonce.size >= CHALLENGE_CAP) this.sweep(now);
       if (this.byNonce.size >= CHALLENGE_CAP) this.byNonce.delete(this.byNonce.keys().next().value!);
-      this.byNonce.set(hex, { mac, nonce, expires, used: false });
+      this.byNonce.set(hex, { mac, nonce, expires, used: new Set() });
       this.byMac.set(mac, hex);
     }
     return { nonce: hex, expires_at: new Date(expires).toISOString().replace(/\.\d{3}Z$/, '+00:00') };
   }
 
-  /** Uses the nonce for mac: succeeds once, within its lifetime, for the MAC it was issued to. */
-  consume(mac: string, hex: string): Consumed {
+  /** Uses the nonce for mac: succeeds once per use, within its lifetime, for the MAC it was issued to. */
+  consume(mac: string, hex: string, use: ChallengeUse = 'vars'): Consumed {
     const e = this.byNonce.get(hex);
     if (!e) return { ok: false, reason: 'no nonce' };
-    if (e.used) return { ok: false, reason: 'replayed' };
+    if (e.used.has(use)) return { ok: false, reason: 'replayed' };
     if (e.mac !== mac) return { ok: false, reason: 'wrong mac' };
     if (this.clock.now().getTime() > e.expires) {
       this.drop(hex, e);
       return { ok: false, reason: 'expired' };
     }
     // Kept (used) until it expires, so a replay is told apart from a nonce never issued.
-    e.used = true;
-    if (this.byMac.get(mac) === hex) this.byMac.delete(mac);
+    e.used.add(use);
+    // A new challenge for this MAC supersedes it only once both uses are spent.
+    if (e.used.size === 2 && this.byMac.get(mac) === hex) this.byMac.delete(mac);
     return { ok: true, nonce: e.nonce };
   }
 

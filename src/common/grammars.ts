@@ -38,7 +38,28 @@ export function normalizeAddress(raw: string): string | null {
   return isAddress(bracketed) ? bracketed : null;
 }
 
-export type GrammarName = 'address' | 'target-base' | 'iscsi-sep' | 'menu-name' | 'number' | 'hex64' | 'comment';
+/** A full NVMe qualified name (subsystem or host): `nqn.yyyy-mm.<reversed domain>:<anything safe>`. */
+export const NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?:[A-Za-z0-9._:-]*[A-Za-z0-9]$/;
+
+/** A configured TLS PSK in the NVMe interchange form (`NVMeTLSkey-1:01|02:<base64>:`). */
+export const TLS_PSK = /^NVMeTLSkey-1:0[12]:[A-Za-z0-9+/]{4,128}={0,2}:$/;
+
+/** Menu item labels: letters, digits, space and `._()-` (never `$`, `{`, `}` or a line break). */
+export const MENU_LABEL = /^[A-Za-z0-9][A-Za-z0-9 ._()-]{0,79}$/;
+
+/**
+ * A sanboot root path: `iscsi:<address><sep><iqn>` (sep `::::` or `:::1:`) or
+ * `nvme://<address>:<port>/<nqn>`, each part under its own grammar.
+ */
+export function isRootPath(v: string): boolean {
+  let m = /^iscsi:(.+?)(::::|:::1:)(iqn\..+)$/.exec(v);
+  if (m) return isAddress(m[1]) && m[3].length <= 223 && TARGET_BASE.test(m[3]);
+  m = /^nvme:\/\/(.+):(\d{1,5})\/(nqn\..+)$/.exec(v);
+  if (m) return isAddress(m[1]) && Number(m[2]) >= 1 && Number(m[2]) <= 65535 && m[3].length <= 223 && NQN.test(m[3]);
+  return false;
+}
+
+export type GrammarName = 'address' | 'target-base' | 'iscsi-sep' | 'menu-name' | 'number' | 'hex64' | 'comment' | 'nqn' | 'tls-psk' | 'menu-label' | 'root-path';
 
 const HEX64 = /^[0-9a-f]{64}$/;
 /** Comments: printable ASCII on one line (they are built from validated names and fixed text). */
@@ -52,6 +73,10 @@ export const GRAMMARS: Record<GrammarName, (v: string) => boolean> = {
   number: (v) => /^\d{1,10}$/.test(v),
   hex64: (v) => HEX64.test(v),
   comment: (v) => COMMENT.test(v),
+  nqn: (v) => v.length <= 223 && NQN.test(v),
+  'tls-psk': (v) => TLS_PSK.test(v),
+  'menu-label': (v) => MENU_LABEL.test(v),
+  'root-path': isRootPath,
 };
 
 /** A fingerprint string as /devices/report stores it: see cleanReportString. */

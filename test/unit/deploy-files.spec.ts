@@ -40,11 +40,17 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     expect(() => loadConfig(env)).not.toThrow();
   });
 
-  it('menu.ipxe offers exactly the menu items boot.menu_default accepts', async () => {
+  it('menu.ipxe offers exactly the fixed items boot.menu_default accepts, plus one item per /boot-menu disk', async () => {
     const { MENU_ITEMS } = await import('../../src/workers/menu');
-    const items = [...read('docker/tftp/menu.ipxe').matchAll(/^item (?!--)(\S+)/gm)].map((m) => m[1]);
-    expect(items.sort()).toEqual([...MENU_ITEMS].sort());
-    for (const i of items) expect(read('docker/tftp/menu.ipxe')).toContain(`:${i}\n`);
+    const menu = read('docker/tftp/menu.ipxe');
+    const items = [...menu.matchAll(/^item (?!--)(\S+)/gm)].map((m) => m[1]);
+    expect(items.filter((i) => !i.startsWith('$')).sort()).toEqual([...MENU_ITEMS].sort());
+    for (const i of items.filter((x) => !x.startsWith('$'))) expect(menu).toContain(`:${i}\n`);
+    // The dynamic items: the variables /boot-menu sets, in the loop that reads them.
+    expect(items.filter((i) => i.startsWith('$'))).toEqual(['${menu-${i}-id}']);
+    expect(menu).toContain('item ${menu-${i}-id} ${menu-${i}-label}\n');
+    expect(menu).toContain('set root-path ${menu-${i}-root}\n');
+    expect(read('docker/tftp/boot.ipxe.cfg')).toContain('chain --autofree ${controller}/boot-menu?mac=${mac}&hostname=${hostname}${auth} ||\n');
   });
 });
 

@@ -88,6 +88,9 @@ export class AgentCapabilitiesDto {
   clone!: string;
   empty_disk!: string;
   transport?: string;
+  /** nvmet: the NVMe/TCP port and whether it requires TLS (agents before this field: absent). */
+  nvme_port?: number | null;
+  nvme_tls?: boolean | null;
 }
 
 export class AgentRoleOutDto {

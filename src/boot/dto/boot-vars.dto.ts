@@ -1,3 +1,5 @@
+import { ApiProperty } from '@nestjs/swagger';
+
 /** format=json of /boot-vars; `{}` when the caller is not identified. */
 export class BootVarsDto {
   /** IQN prefix of the default boot disk (absent without a disk). */
@@ -6,6 +8,20 @@ export class BootVarsDto {
   iscsi_server?: string;
   /** root-path separator: stgt `:::1:`, LIO `::::`. */
   iscsi_sep?: string;
+  /** NVMe/TCP default disk (seed 004): the subsystem NQN. With it, no iSCSI variable is sent. */
+  disk_nqn?: string;
+  /** Data-plane address of that disk's agent. */
+  storager_ip?: string;
+  /** The agent's NVMe/TCP port (TLS 1.3 required; 4421 by default). */
+  nvme_port?: number;
+  /** The worker's host NQN. */
+  hostnqn?: string;
+  /**
+   * The worker's TLS PSK in interchange form (`NVMeTLSkey-1:01:<base64>:`). The only secret this
+   * unauthenticated route hands out: turn on signature enforcement so only the bound device's key
+   * can fetch it.
+   */
+  tls_psk?: string;
   /** default_os > boot.menu_default > reboot. */
   menu_default?: string;
   /** ms: boot.menu_timeout > IPXE_CP_BOOT_MENU_TIMEOUT; the reboot loop uses IPXE_CP_AUTO_BOOT_TIMEOUT. */
@@ -18,4 +34,25 @@ export class ChallengeDto {
   nonce!: string;
   /** At most 60 s after issue. */
   expires_at!: string;
+}
+
+export class BootMenuItemDto {
+  /** menu.ipxe item id: the os, or `<os>-<os_tag>` for a disk with an os_version. */
+  id!: string;
+  label!: string;
+  /** The sanboot URI: `iscsi:<server><sep><iqn>` or `nvme://<server>:<port>/<nqn>`. */
+  root!: string;
+  os!: string;
+  os_version!: string | null;
+  os_tag!: string | null;
+  @ApiProperty({ enum: ['iscsi', 'nvme-tcp'] })
+  transport!: string;
+}
+
+/** format=json of /boot-menu; `{}` when the caller is not identified as a worker. */
+export class BootMenuDto {
+  @ApiProperty({ type: [BootMenuItemDto], required: false })
+  items?: BootMenuItemDto[];
+  /** Root path of the install CD (menu-install), when the worker has one. */
+  install_root?: string;
 }
