@@ -4,6 +4,7 @@ import { Clock } from '../common/clock';
 import { secretSha12 } from '../common/nvme-keys';
 import { AgentGateway } from '../agents/agent-gateway';
 import { AgentRegistry } from '../agents/agent-registry';
+import { AgentsService } from '../agents/agents.service';
 import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
 import { CredentialStore } from '../credentials/credential-store';
@@ -31,6 +32,7 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
     private readonly store: LedgerStore,
     private readonly registry: AgentRegistry,
     private readonly gateway: AgentGateway,
+    private readonly agents: AgentsService,
     private readonly audit: AuditService,
     private readonly clock: Clock,
     private readonly config: AppConfig,
@@ -78,6 +80,8 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
           const hosts = await this.gateway.call<AgentHostView[]>(a, 'GET', '/nvme/hosts', { timeoutMs: this.config.agentProbeTimeoutMs });
           listings.set(id, new Map((Array.isArray(hosts) ? hosts : []).map((h) => [h.hostnqn, h])));
           out.agents_checked.push(id);
+          // /boot-vars reads the NVMe port from cached capabilities: fill the cache of an agent missing there.
+          if (!this.agents.cachedCapabilities(id)) await this.agents.capabilities(a).catch(() => undefined);
         } catch (e) {
           listings.set(id, (e as Error).message);
           out.agents_unreachable.push(id);

@@ -62,6 +62,12 @@ describe('OpenAPI document', () => {
         'POST /workers/{worker_id}/luns/disk Workers_createDisk',
         'POST /workers/luns/disk/batch Workers_createDisks',
         'DELETE /workers/{worker_id}/luns/disk/{os} Workers_deleteDisk',
+        'PUT /workers/{worker_id}/default-disk Workers_setDefaultDisk',
+        'GET /workers/{worker_id}/credential Credentials_get',
+        'PUT /workers/{worker_id}/credential Credentials_set',
+        'DELETE /workers/{worker_id}/credential Credentials_revoke',
+        'POST /reconcile Reconciler_run',
+        'GET /boot-menu Boot_bootMenu',
       ].sort(),
     );
     const s = doc.components.schemas;

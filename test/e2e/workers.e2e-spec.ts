@@ -18,6 +18,7 @@ describe('workers (sections 7, 7.3, 7.5, 7.6, 8-11.1)', () => {
         state: 'registered',
         disks: [],
         cd: null,
+        default_disk: null,
         worker_id: 'worker-01',
         mac: null,
         bound_device: null,
