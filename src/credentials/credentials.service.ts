@@ -342,9 +342,10 @@ export class CredentialsService {
     p.attempts += 1;
     p.last_error = error.slice(0, 300);
     p.last_attempt_at = this.clock.isoNow();
-    const base = Math.max(1, this.config.reconcileSeconds) * 1000;
+    const base = (this.config.reconcileSeconds || 30) * 1000;
     const delay = Math.min(base * 2 ** (p.attempts - 1), BACKOFF_CAP_MS) * (1 + Math.random() * 0.25);
-    p.next_attempt_at = new Date(this.clock.now().getTime() + delay).toISOString();
+    // Whole seconds, rounded up: the record shows the same form as every other timestamp.
+    p.next_attempt_at = new Date(Math.ceil((this.clock.now().getTime() + delay) / 1000) * 1000).toISOString().replace(/\.\d{3}Z$/, '+00:00');
     if ('state' in p && p.state !== 'removing') p.state = 'failed';
     if ('state' in p) (p as PushRecord & { rejected?: boolean }).rejected = rejected;
   }

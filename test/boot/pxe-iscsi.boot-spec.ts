@@ -55,10 +55,17 @@ describe('PXE + iSCSI boot of a worker disk in qemu', () => {
       if (m.body?.agents?.[0]?.masters?.some((x: { name: string }) => x.name === '_tpl_boot.img')) break;
       await new Promise((r) => setTimeout(r, 500));
     }
-    const disk = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_boot.img' });
+    // With an os_version the menu item is `ubuntu-<os_tag>`, which only the items from /boot-menu
+    // offer (the fixed fallback items of menu.ipxe do not): booting proves the dynamic menu works.
+    const disk = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', os_version: '24.04', name: '_tpl_boot.img' });
     // The body says why (agent unreachable, placement) when this fails on a loaded machine.
     expect([disk.status, disk.status === 201 ? null : disk.body]).toEqual([201, null]);
     await t.req('PUT', '/workers/seat-01/default-os', { os: 'ubuntu', menu_timeout: 100 });
+    const tag = disk.body.disks[0].os_tag;
+    expect((await t.req('GET', '/boot-vars?hostname=seat-01&format=json')).body.menu_default).toBe(`ubuntu-${tag}`);
+    expect((await t.req('GET', '/boot-menu?hostname=seat-01&format=json')).body.items).toEqual([
+      expect.objectContaining({ id: `ubuntu-${tag}`, label: `ubuntu 24.04 (iscsi ${tag})`, root: `iscsi:10.0.2.2:::1:iqn.2026-07.com.controller:seat-01.ubuntu` }),
+    ]);
 
     // TFTP root: the shipped iPXE scripts, pointed at this control plane.
     const tftp = path.join(dir, 'tftp');

@@ -92,7 +92,15 @@ export function listTree(dir: string): string[] {
  * is kept, and a start that fails says why: exit code, the last lines the agent printed, and what
  * the last probe of /healthz got.
  */
-export async function spawnAgent(env: Record<string, string>): Promise<{ proc: ChildProcess; url: string; stop: () => Promise<void> }> {
+export interface SpawnedAgent {
+  proc: ChildProcess;
+  url: string;
+  /** Everything the agent printed so far (its logs). */
+  output: () => string;
+  stop: () => Promise<void>;
+}
+
+export async function spawnAgent(env: Record<string, string>): Promise<SpawnedAgent> {
   const port = env.IPXE_AGENT_PORT;
   const started = Date.now();
   const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/agent/main.js')], {
@@ -100,8 +108,10 @@ export async function spawnAgent(env: Record<string, string>): Promise<{ proc: C
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
+  let all = '';
   const keep = (b: Buffer) => {
-    output = (output + b.toString('utf8')).slice(-8000);
+    all += b.toString('utf8');
+    output = all.slice(-8000);
   };
   proc.stdout!.on('data', keep);
   proc.stderr!.on('data', keep);
@@ -128,6 +138,7 @@ export async function spawnAgent(env: Record<string, string>): Promise<{ proc: C
   return {
     proc,
     url,
+    output: () => all,
     stop: () =>
       new Promise<void>((resolve) => {
         if (proc.exitCode !== null || proc.signalCode !== null) return resolve();

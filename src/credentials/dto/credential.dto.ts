@@ -39,7 +39,7 @@ export class CredentialDto {
 export class SetCredentialDto {
   /** Generate a new secret in place (32 random bytes, `DHHC-1:00:`). */
   @IsOptional()
-  @Equals(true, { message: 'generate: must be true when given' })
+  @Equals(true, { message: 'must be true when given' })
   @ApiProperty({ required: false, enum: [true] })
   generate?: boolean;
 
