@@ -264,6 +264,12 @@ describe('NVMe/TCP credentials, boot variables and the reconciler (real nvmet ag
     expect((await reconcile()).pushed).toEqual([expect.objectContaining({ reason: 'drift' })]);
     expect(node.host()).toMatchObject({ key: secretOf(t), links: [subsystem] });
     expect((await reconcile()).pushed).toEqual([]); // converged
+    // Passes never overlap: a second caller joins the running pass and gets its result.
+    expect((await node.api('DELETE', `/nvme/hosts/${HOSTNQN}`)).status).toBe(200);
+    const [a, b] = await Promise.all([reconcile(), reconcile()]);
+    expect(a).toEqual(b);
+    expect(a.pushed).toEqual([expect.objectContaining({ reason: 'drift' })]);
+    expect(node.host()).toMatchObject({ key: secretOf(t), links: [subsystem] });
   });
 
   it('a given secret from `nvme gen-dhchap-key` is accepted; malformed ones are refused naming the field, nothing changes', async () => {

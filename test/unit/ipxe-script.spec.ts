@@ -10,6 +10,11 @@ const VARS: [string, GrammarName][] = [
   ['menu-default', 'menu-name'],
   ['menu-timeout', 'number'],
   ['nonce', 'hex64'],
+  ['disk-nqn', 'nqn'],
+  ['hostnqn', 'nqn'],
+  ['tls-psk', 'tls-psk'],
+  ['menu-0-label', 'menu-label'],
+  ['menu-0-root', 'root-path'],
 ];
 
 /** Strings an attacker would try: any Unicode, plus fragments of iPXE syntax and line breaks. */
@@ -17,19 +22,23 @@ const hostile = fc.oneof(
   fc.string({ unit: 'grapheme', maxLength: 80 }),
   fc.string({ unit: 'binary', maxLength: 80 }),
   fc
-    .array(fc.constantFrom('10.0.0.1', 'iqn.2026-07.com.x', '\n', '\r', ' ', '||', '&&', '#', '${net0/ip}', 'chain http://x/', ';', ':::1:', '\u2028', '\t', '0'), {
+    .array(fc.constantFrom('10.0.0.1', 'iqn.2026-07.com.x', 'nqn.2026-07.com.x:', 'nvme://', 'iscsi:', 'NVMeTLSkey-1:01:', '\n', '\r', ' ', '||', '&&', '#', '${net0/ip}', '${', '}', 'chain http://x/', ';', ':::1:', '\u2028', '\t', '0'), {
       maxLength: 8,
     })
     .map((a) => a.join('')),
 );
 
-/** What a rendered line may look like: the shebang, a one-line comment, or `set <name> <token>`. */
-const LINE = /^(?:#!ipxe|# [\x20-\x7e]*|set [a-z][a-z0-9-]* [A-Za-z0-9.:[\]-]+)$/;
+/**
+ * What a rendered line may look like: the shebang, a one-line comment, or `set <name> <value>`
+ * where the value never holds `$`, `{`, `}` (iPXE expands settings again after expanding one) or a
+ * character iPXE would read as syntax; only menu labels have spaces.
+ */
+const LINE = /^(?:#!ipxe|# [\x20-\x7e]*|set [a-z][a-z0-9-]* [A-Za-z0-9.:[\]_/+=() -]+)$/;
 
 describe('the iPXE renderer (property-based)', () => {
   it('no generated value ever produces a line outside `set <name> <value>`: it renders safely or refuses', () => {
     fc.assert(
-      fc.property(fc.subarray(VARS, { minLength: 1 }), fc.array(hostile, { minLength: 6, maxLength: 6 }), hostile, (vars, values, label) => {
+      fc.property(fc.subarray(VARS, { minLength: 1 }), fc.array(hostile, { minLength: VARS.length, maxLength: VARS.length }), hostile, (vars, values, label) => {
         const list = vars.map(([name, grammar], i) => ({ name, grammar, value: values[i] }));
         let text: string;
         try {
@@ -71,6 +80,19 @@ describe('the iPXE renderer (property-based)', () => {
       expect(GRAMMARS.address(bad)).toBe(false);
     }
     expect(['::::', ':::1:'].every(GRAMMARS['iscsi-sep'])).toBe(true);
+    // NVMe/TCP and menu values (seed 004): what /boot-vars and /boot-menu send, and what they refuse.
+    expect(GRAMMARS.nqn('nqn.2026-07.com.controller:w1.3f2a9c1b7d4e')).toBe(true);
+    expect(GRAMMARS.nqn('nqn.2014-08.org.nvmexpress:uuid:5b8f1d2c-1111-2222-3333-444455556666')).toBe(true);
+    expect(GRAMMARS['tls-psk']('NVMeTLSkey-1:01:nAqgGFD9wOUa9NfTGWiP5c4scW6J+VEh3D+0DypRaf7rWRas:')).toBe(true);
+    expect(GRAMMARS['menu-label']('ubuntu 22.04 (nvme 3f2a9c1b7d4e)')).toBe(true);
+    expect(GRAMMARS['root-path']('iscsi:10.0.2.2:::1:iqn.2026-07.com.controller:seat-01.ubuntu')).toBe(true);
+    expect(GRAMMARS['root-path']('iscsi:[fd00::3]::::iqn.2026-07.com.controller:seat-01.ubuntu')).toBe(true);
+    expect(GRAMMARS['root-path']('nvme://192.168.80.3:4421/nqn.2026-07.com.controller:w1.3f2a9c1b7d4e')).toBe(true);
+    for (const bad of ['nvme://192.168.80.3:4421/nqn.x:${evil}', 'nvme://a b:4421/nqn.2026-07.c:x', 'nvme://1.2.3.4:70000/nqn.2026-07.c:x', 'iscsi:1.2.3.4:::1:iqn.2026-07.c:x\nchain x', 'http://x/']) {
+      expect(GRAMMARS['root-path'](bad)).toBe(false);
+    }
+    for (const bad of ['ubuntu ${x}', 'a\nb', 'x{y}', ' lead']) expect(GRAMMARS['menu-label'](bad)).toBe(false);
+    for (const bad of ['NVMeTLSkey-1:01:${x}:', 'NVMeTLSkey-1:03:AAAA:', 'DHHC-1:00:AAAA:']) expect(GRAMMARS['tls-psk'](bad)).toBe(false);
   });
 
   it('a refusal is the inert script, never a partial one', () => {

@@ -1,0 +1,62 @@
+import { DiskVarsResolver } from '../../src/boot/disk-vars';
+import { secretSha12, generateDhchapKey, deriveTlsPsk } from '../../src/common/nvme-keys';
+import type { AgentRecord, AgentRegistry } from '../../src/agents/agent-registry';
+import type { AgentsService, Capabilities } from '../../src/agents/agents.service';
+import { CredentialsService } from '../../src/credentials/credentials.service';
+import type { CredentialRecord, CredentialStore, PushRecord } from '../../src/credentials/credential-store';
+import { DiskRecord, newWorker } from '../../src/store/records';
+
+/**
+ * When an NVMe/TCP disk may boot: DiskVarsResolver and CredentialsService with their I/O
+ * (registry, agent capabilities cache, credential file) replaced by plain objects.
+ */
+describe('NVMe boot variables: the empty answer unless everything is in place', () => {
+  const NQN = 'nqn.2026-07.com.controller:w1.3f2a9c1b7d4e';
+  const HOST = 'nqn.2026-07.com.controller:host.w1';
+  const agent: AgentRecord = { id: 'n1', base_url: 'http://10.0.0.5:4840', token: '', iscsi_server: '10.0.0.9', role: { disk: true, cd: false }, tags: [], enabled: true };
+  const disk: DiskRecord = { agent: 'n1', transport: 'nvme-tcp', nqn: NQN, filename: 'w1.3f2a9c1b7d4e.img', backing: '/x', os: 'ubuntu', os_version: '22.04', os_tag: '3f2a9c1b7d4e', source: { type: 'master', name: 'm' } };
+  const worker = newWorker('w1', { disks: [disk], default_disk: '3f2a9c1b7d4e', default_os: 'ubuntu' });
+  let caps: Partial<Capabilities> | undefined;
+  let cred: CredentialRecord | undefined;
+  let resolver: DiskVarsResolver;
+
+  beforeEach(() => {
+    const key = generateDhchapKey();
+    const push: PushRecord = { state: 'pushed', attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null, key_sha256: secretSha12(key), subsystems: [NQN] };
+    cred = { worker_id: 'w1', hostnqn: HOST, dhchap_key: key, issued_at: 'x', revoked: false, revoked_at: null, agents: { n1: push } };
+    caps = { backend: 'nvmet', nvme_port: 4421, nvme_tls: true };
+    const registry = { get: (id: string) => (id === 'n1' ? agent : undefined) } as unknown as AgentRegistry;
+    const agents = { cachedCapabilities: () => caps, dataAddress: (a: AgentRecord) => a.iscsi_server } as unknown as AgentsService;
+    const store = { get: () => cred } as unknown as CredentialStore;
+    const config = { hostNqnBase: 'nqn.2026-07.com.controller', reconcileSeconds: 30 };
+    const credentials = new CredentialsService(store, {} as never, registry, {} as never, {} as never, {} as never, config as never);
+    resolver = new DiskVarsResolver(registry, agents, credentials);
+  });
+
+  it('hands out disk, address, port, host NQN and the derived PSK when the push is current', () => {
+    expect(resolver.nvme(worker, disk)).toEqual({ disk_nqn: NQN, storager_ip: '10.0.0.9', nvme_port: 4421, hostnqn: HOST, tls_psk: deriveTlsPsk(cred!.dhchap_key, HOST) });
+    expect(resolver.defaultDisk(worker)).toEqual({ disk, explicit: true });
+    expect(resolver.itemId(disk)).toBe('ubuntu-3f2a9c1b7d4e');
+  });
+
+  it.each([
+    ['the port requires no TLS', () => (caps = { ...caps, nvme_tls: false })],
+    ['the port is unknown', () => (caps = { ...caps, nvme_port: null })],
+    ['the agent was never probed', () => (caps = undefined)],
+    ['there is no credential', () => (cred = undefined)],
+    ['the credential is revoked', () => (cred!.revoked = true)],
+    ['the push is pending', () => (cred!.agents.n1.state = 'pending')],
+    ['the agent holds an older key', () => (cred!.agents.n1.key_sha256 = '000000000000')],
+    ['the agent does not link the disk', () => (cred!.agents.n1.subsystems = [])],
+    ['the push went to another agent', () => (cred!.agents = { n2: cred!.agents.n1 })],
+  ])('nothing when %s', (_why, breakIt) => {
+    breakIt();
+    expect(resolver.nvme(worker, disk)).toBeNull();
+  });
+
+  it('an NVMe disk is never an implicit default; an iSCSI one is (seed 000 base_iqn before a default)', () => {
+    expect(resolver.defaultDisk({ ...worker, default_disk: null, default_os: null })).toBeUndefined();
+    const iscsi: DiskRecord = { ...disk, transport: 'iscsi', nqn: undefined, iqn: 'iqn.2026-07.com.controller:w1.debian', os: 'debian', os_version: null };
+    expect(resolver.defaultDisk({ ...worker, disks: [disk, iscsi], default_disk: null, default_os: null })).toEqual({ disk: iscsi, explicit: false });
+  });
+});
