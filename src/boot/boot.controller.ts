@@ -1,10 +1,29 @@
-import { Controller, Get, Header, Req } from '@nestjs/common';
+import { applyDecorators, Controller, Get, Header, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { ApiExtraModels, ApiOkResponse, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { BootService } from './boot.service';
 import { BootMenuDto, BootVarsDto, ChallengeDto } from './dto/boot-vars.dto';
+
+/** The query of /boot-vars and /boot-menu: who is asking, the answer's form, and the signed nonce. */
+function BootQuery() {
+  return applyDecorators(
+    Public(),
+    Header('Cache-Control', 'no-store'),
+    ApiProduces('text/plain', 'application/json'),
+    ApiQuery({ name: 'mac', required: false, type: String, description: 'MAC in colon or bare-hex form' }),
+    ApiQuery({ name: 'hostname', required: false, type: String }),
+    ApiQuery({ name: 'format', required: false, enum: ['ipxe', 'json'] }),
+    ApiQuery({ name: 'nonce', required: false, type: String, description: 'With signature enforcement: the nonce from /devices/challenge (64 hex digits)' }),
+    ApiQuery({
+      name: 'sig',
+      required: false,
+      type: String,
+      description: 'With signature enforcement: ECDSA P-256/SHA-256 over nonce (32 bytes) || mac (6 bytes), raw r || s as 128 hex digits (not DER)',
+    }),
+  );
+}
 
 @ApiTags('boot')
 @ApiExtraModels(BootVarsDto, BootMenuDto, ChallengeDto)
@@ -23,20 +42,8 @@ export class BootController {
    * gets it.
    */
   @ApiErrors('public', 400)
-  @Public()
   @Get('boot-vars')
-  @Header('Cache-Control', 'no-store')
-  @ApiProduces('text/plain', 'application/json')
-  @ApiQuery({ name: 'mac', required: false, type: String, description: 'MAC in colon or bare-hex form' })
-  @ApiQuery({ name: 'hostname', required: false, type: String })
-  @ApiQuery({ name: 'format', required: false, enum: ['ipxe', 'json'] })
-  @ApiQuery({ name: 'nonce', required: false, type: String, description: 'With signature enforcement: the nonce from /devices/challenge (64 hex digits)' })
-  @ApiQuery({
-    name: 'sig',
-    required: false,
-    type: String,
-    description: 'With signature enforcement: ECDSA P-256/SHA-256 over nonce (32 bytes) || mac (6 bytes), raw r || s as 128 hex digits (not DER)',
-  })
+  @BootQuery()
   @ApiOkResponse({
     description: 'An iPXE script (default) or, with format=json, the same variables as JSON.',
     content: {
@@ -65,15 +72,8 @@ export class BootController {
    * and once there).
    */
   @ApiErrors('public', 400)
-  @Public()
   @Get('boot-menu')
-  @Header('Cache-Control', 'no-store')
-  @ApiProduces('text/plain', 'application/json')
-  @ApiQuery({ name: 'mac', required: false, type: String, description: 'MAC in colon or bare-hex form' })
-  @ApiQuery({ name: 'hostname', required: false, type: String })
-  @ApiQuery({ name: 'format', required: false, enum: ['ipxe', 'json'] })
-  @ApiQuery({ name: 'nonce', required: false, type: String, description: 'With signature enforcement: as for /boot-vars' })
-  @ApiQuery({ name: 'sig', required: false, type: String, description: 'With signature enforcement: as for /boot-vars' })
+  @BootQuery()
   @ApiOkResponse({
     description: 'An iPXE script of `set` lines (default) or, with format=json, the items as JSON.',
     content: {
