@@ -64,6 +64,11 @@ describe('device identity: registration window, keys, challenge-response, enforc
     let n = /set nonce (\w+)/.exec(script.text)![1];
     const ok = await bootVars(dev.mac, n, dev.sign(n));
     expect(ok.text).toBe('#!ipxe\n# boot vars for w-01\nset menu-default shell\nset menu-timeout 5000\n');
+    // The same signed nonce works once for /boot-menu too, and once only.
+    const menu = (nonce?: string, sig?: string) => t.req('GET', `/boot-menu?mac=${dev.mac}&hostname=w-01${nonce ? `&nonce=${nonce}&sig=${sig}` : ''}`);
+    expect((await menu(n, dev.sign(n))).text).toBe('#!ipxe\n# boot menu for w-01\nset menu-count 0\n');
+    expect((await menu(n, dev.sign(n))).text).toBe(EMPTY);
+    expect((await menu()).text).toBe(EMPTY);
     const before = await ledger();
 
     expect((await bootVars(dev.mac, n, dev.sign(n))).text).toBe(EMPTY); // replayed
