@@ -5,6 +5,7 @@ import { AppConfig } from '../config/app-config';
 import { FileSystem } from '../store/file-system';
 import { LedgerFileError } from '../store/ledger-map';
 import { Mutex } from '../store/mutex';
+import { storageFailure } from '../store/storage-error';
 
 export const PUSH_STATES = ['pushed', 'pending', 'failed', 'removing'] as const;
 export type PushState = (typeof PUSH_STATES)[number];
@@ -108,7 +109,11 @@ export class CredentialStore implements OnModuleInit {
     return this.lock.run(async () => {
       const next = structuredClone(this.data);
       const r = fn(next);
-      await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n', 0o600);
+      try {
+        await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n', 0o600);
+      } catch (e) {
+        throw storageFailure(e, 'nvme-credentials.json');
+      }
       this.data = next;
       return r;
     });

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { badRequest, notFound } from '../common/api-error';
 import { Clock } from '../common/clock';
 import { normalizeId } from '../common/mac';
@@ -45,6 +45,7 @@ export interface PushOutcome {
  */
 @Injectable()
 export class CredentialsService {
+  private readonly log = new Logger('Credentials');
   /** One push or removal at a time per (hostnqn, agent): the last one sent is the current key. */
   private readonly locks = new Map<string, Mutex>();
   /** Derived PSKs by secret (derivation costs two HMACs; /boot-vars asks on every boot). */
@@ -152,20 +153,30 @@ export class CredentialsService {
     if (c) await this.audit.record('credential.issue', { worker_id: id, hostnqn: c.hostnqn, source: 'generated', reason: 'first NVMe disk', ...this.hashes(c), client });
   }
 
-  /** Worker deleted: its credential goes, and its host is queued for removal from every agent. */
+  /**
+   * Worker deleted: its credential goes, and its host is queued for removal from every agent.
+   * Never throws: the delete is committed; whatever fails here the reconciler finishes (it treats
+   * a credential without a worker the same way).
+   */
   async workerDeleted(id: string, client: string): Promise<void> {
     const c = this.creds.get(id);
     if (!c) return;
-    await this.creds.change((d) => {
-      const cur = d.credentials[id];
-      if (!cur) return;
-      delete d.credentials[id];
-      for (const agent of Object.keys(cur.agents)) {
-        d.removals.push({ worker_id: id, hostnqn: cur.hostnqn, agent, attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null });
-      }
-    });
-    await this.audit.record('credential.delete', { worker_id: id, hostnqn: c.hostnqn, agents: Object.keys(c.agents).sort(), client });
-    await Promise.all(this.creds.removals().filter((r) => r.worker_id === id).map((r) => this.removeQueued(r)));
+    try {
+      const deleted = await this.creds.change((d) => {
+        const cur = d.credentials[id];
+        if (!cur) return false; // someone else (the reconciler) got here first
+        delete d.credentials[id];
+        for (const agent of Object.keys(cur.agents)) {
+          d.removals.push({ worker_id: id, hostnqn: cur.hostnqn, agent, attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null });
+        }
+        return true;
+      });
+      if (!deleted) return;
+      await this.audit.record('credential.delete', { worker_id: id, hostnqn: c.hostnqn, agents: Object.keys(c.agents).sort(), client });
+      await Promise.all(this.creds.removals().filter((r) => r.worker_id === id).map((r) => this.removeQueued(r)));
+    } catch (e) {
+      this.log.error(`credential cleanup of deleted worker ${id} failed, left to the reconciler: ${(e as Error).message}`);
+    }
   }
 
   /** Agent -> the NQNs of the worker's NVMe disks there (what the host must be allowed on). */
@@ -185,12 +196,18 @@ export class CredentialsService {
    * recorded for the reconciler; nothing here throws for an unreachable agent.
    */
   async syncWorker(id: string, reason: PushReason): Promise<PushOutcome[]> {
-    await this.markDesired(id);
-    const c = this.creds.get(id);
-    if (!c) return [];
-    return Promise.all(
-      Object.entries(c.agents).map(([agent, p]) => (p.state === 'removing' ? this.removeFrom(id, agent, reason) : this.pushTo(id, agent, reason))),
-    );
+    try {
+      await this.markDesired(id);
+      const c = this.creds.get(id);
+      if (!c) return [];
+      return await Promise.all(
+        Object.entries(c.agents).map(([agent, p]) => (p.state === 'removing' ? this.removeFrom(id, agent, reason) : this.pushTo(id, agent, reason))),
+      );
+    } catch (e) {
+      // The change that asked for this is committed; the reconciler converges from the ledger.
+      this.log.error(`credential sync of ${id} failed, left to the reconciler: ${(e as Error).message}`);
+      return [];
+    }
   }
 
   /** Adds push records for new agents and marks records of agents without a disk as removing. */

@@ -474,3 +474,25 @@ describe('the scheduled reconciler in a control plane process (IPXE_CP_RECONCILE
     }
   });
 });
+
+describe('state/nvme-credentials.json at start', () => {
+  it('a broken file stops the start naming the file, and a bad secret names the worker, never the value', async () => {
+    for (const [text, msg] of [
+      ['{"credentials": ', /nvme-credentials\.json.*invalid JSON/],
+      [JSON.stringify({ version: 1, credentials: { w9: { hostnqn: HOSTNQN, dhchap_key: 'DHHC-1:00:c2VjcmV0LXZhbHVlOg==:' } }, removals: [] }), /credentials\.w9\.dhchap_key is not a DHHC-1 secret/],
+    ] as const) {
+      const dir = tempDir('kurrent-cred-file-');
+      fs.mkdirSync(path.join(dir, 'state'), { recursive: true });
+      fs.writeFileSync(path.join(dir, 'state/nvme-credentials.json'), text);
+      const err = await startApp({}, { dir }).then(
+        async (t) => {
+          await t.close();
+          return null;
+        },
+        (e: Error) => e,
+      );
+      expect(err?.message).toMatch(msg);
+      expect(err?.message).not.toContain('c2VjcmV0');
+    }
+  });
+});
