@@ -237,7 +237,7 @@ export class CredentialsService {
   /** PUT /nvme/hosts/{hostnqn} on one agent with the current secret, PSK and exact subsystems. */
   pushTo(id: string, agentId: string, reason: PushReason): Promise<PushOutcome> {
     const hostnqn = this.hostNqnOf(id);
-    return this.lockOf(hostnqn, agentId).run(async () => {
+    return this.serial(hostnqn, agentId, async () => {
       const c = this.creds.get(id);
       if (!c || c.revoked) return { worker_id: id, agent: agentId, hostnqn, reason, ok: false, error: 'no live credential' };
       const subsystems = this.desired(id).get(agentId) ?? [];
@@ -276,7 +276,7 @@ export class CredentialsService {
   /** DELETE /nvme/hosts/{hostnqn} for a record in state removing (404 counts as done). */
   removeFrom(id: string, agentId: string, reason: PushReason): Promise<PushOutcome> {
     const hostnqn = this.hostNqnOf(id);
-    return this.lockOf(hostnqn, agentId).run(async () => {
+    return this.serial(hostnqn, agentId, async () => {
       const c = this.creds.get(id);
       const why = c?.revoked ? 'revoked' : 'no NVMe disk of the worker left on the agent';
       const error = await this.deleteHost(agentId, hostnqn);
@@ -294,7 +294,7 @@ export class CredentialsService {
 
   /** A queued removal (deleted worker): DELETE, then drop it from the queue. */
   removeQueued(r: RemovalRecord, why = 'worker deleted'): Promise<PushOutcome> {
-    return this.lockOf(r.hostnqn, r.agent).run(async () => {
+    return this.serial(r.hostnqn, r.agent, async () => {
       // A worker re-created under the same id wants this host on this agent again: never remove it.
       const live = this.creds.get(r.worker_id);
       const error = live && !live.revoked && this.desired(r.worker_id).has(r.agent) ? null : await this.deleteHost(r.agent, r.hostnqn);
@@ -367,11 +367,15 @@ export class CredentialsService {
     if ('state' in p) (p as PushRecord & { rejected?: boolean }).rejected = rejected;
   }
 
-  private lockOf(hostnqn: string, agent: string): Mutex {
+  /** Runs fn after every earlier push or removal of this host on this agent (the lock goes when idle). */
+  private serial<R>(hostnqn: string, agent: string, fn: () => Promise<R>): Promise<R> {
     const k = `${hostnqn}\0${agent}`;
     let m = this.locks.get(k);
     if (!m) this.locks.set(k, (m = new Mutex()));
-    return m;
+    const lock = m;
+    return lock.run(fn).finally(() => {
+      if (!lock.busy) this.locks.delete(k);
+    });
   }
 
   private hashes(c: CredentialRecord): Record<string, string> {
