@@ -4,13 +4,14 @@ import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
+import { operationId } from './common/operation-ids';
+import { registerSchemas } from './common/validation';
+import { strictHttp } from './common/routes';
+import { tidySpec } from './common/openapi-tidy';
 
 export const BODY_LIMIT = 1024 * 1024;
 
-/** Stable operationIds: <Controller>_<method>, e.g. Devices_bind. */
-export function operationId(controllerKey: string, methodKey: string): string {
-  return `${controllerKey.replace(/Controller$/, '')}_${methodKey}`;
-}
+export { operationId };
 
 export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
   const cfg = new DocumentBuilder()
@@ -20,9 +21,11 @@ export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
         'Every route except /healthz, /boot-vars and /devices/report needs `Authorization: Bearer <IPXE_CP_TOKEN>` when a token is set.',
     )
     .setVersion('1.0.0')
-    .addBearerAuth()
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_CP_TOKEN), not a JWT.' })
     .build();
-  return SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId });
+  const doc = tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));
+  registerSchemas(doc.components?.schemas);
+  return doc;
 }
 
 /** Routes every worker hits on every boot: not access-logged unless IPXE_CP_ACCESS_LOG=true. */
@@ -61,8 +64,9 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
       // HTTPS when configured: iPXE pins this certificate (see `npm run tls:pin`).
       ...(config.tls ? { https: { cert: config.tls.cert, key: config.tls.key } } : {}),
     }),
-    { bufferLogs: true, logger: opts.quiet ? false : undefined },
+    { bufferLogs: true, logger: opts.quiet ? false : undefined, bodyParser: false },
   );
+  strictHttp(app.getHttpAdapter().getInstance());
   if (!opts.quiet) app.useLogger(app.get(Logger));
   await installAccessLog(app, config);
   app.enableShutdownHooks();

@@ -3,6 +3,9 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { BODY_LIMIT, operationId } from '../app.factory';
+import { registerSchemas } from '../common/validation';
+import { strictHttp } from '../common/routes';
+import { tidySpec } from '../common/openapi-tidy';
 import { AgentConfig } from './agent-config';
 import { AgentModule } from './agent.module';
 
@@ -14,9 +17,11 @@ export function buildAgentOpenApi(app: NestFastifyApplication): OpenAPIObject {
         'Called by the control plane only; `Authorization: Bearer <IPXE_AGENT_TOKEN>` when a token is set.',
     )
     .setVersion('1.0.0')
-    .addBearerAuth()
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_AGENT_TOKEN), not a JWT.' })
     .build();
-  return SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId });
+  const doc = tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));
+  registerSchemas(doc.components?.schemas);
+  return doc;
 }
 
 /** Builds the storage agent app (main, tests, OpenAPI script). */
@@ -24,8 +29,9 @@ export async function createAgentApp(config: AgentConfig, opts: { quiet?: boolea
   const app = await NestFactory.create<NestFastifyApplication>(
     AgentModule.forRoot(config),
     new FastifyAdapter({ bodyLimit: BODY_LIMIT }),
-    { bufferLogs: true, logger: opts.quiet ? false : undefined },
+    { bufferLogs: true, logger: opts.quiet ? false : undefined, bodyParser: false },
   );
+  strictHttp(app.getHttpAdapter().getInstance());
   if (!opts.quiet) app.useLogger(app.get(Logger));
   app.enableShutdownHooks();
   SwaggerModule.setup('docs', app, buildAgentOpenApi(app), { jsonDocumentUrl: 'openapi.json' });

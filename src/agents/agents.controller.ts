@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
-import { CreateCdDto, CreatedLunDto, CreateDiskDto, ScanResultDto, TargetDto } from '../agent/luns/dto/luns.dto';
+import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, ScanResultDto, LunTargetDto } from '../agent/luns/dto/luns.dto';
 import { ApiErrors } from '../common/api-errors.decorator';
 import { ClientIp } from '../common/client-ip.decorator';
 import { AgentsService } from './agents.service';
@@ -53,14 +53,14 @@ export class AgentsController {
   /** Targets on that agent, as the agent reports them. */
   @ApiErrors(404, 503)
   @Get('agents/:agent_id/luns')
-  luns(@Param('agent_id') id: string): Promise<TargetDto[]> {
+  luns(@Param('agent_id') id: string): Promise<LunTargetDto[]> {
     return this.agents.luns(id);
   }
 
   /** Creates a disk target on that agent (no ledger write). */
   @ApiErrors(400, 404, 409, 503, 'writes')
   @Post('agents/:agent_id/luns/disk')
-  createDisk(@Param('agent_id') id: string, @Body() body: CreateDiskDto, @ClientIp() client: string): Promise<CreatedLunDto> {
+  createDisk(@Param('agent_id') id: string, @Body() body: CreateLunDiskDto, @ClientIp() client: string): Promise<CreatedLunDto> {
     return this.agents.createDisk(id, body, client);
   }
 

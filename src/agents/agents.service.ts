@@ -3,7 +3,7 @@ import { ApiError, badRequest, conflict, notFound } from '../common/api-error';
 import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
 import { LedgerStore } from '../store/ledger.store';
-import type { CreatedLunDto, CreateCdDto, CreateDiskDto, MasterDto, ScanResultDto, TargetDto } from '../agent/luns/dto/luns.dto';
+import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, MasterDto, ScanResultDto, LunTargetDto } from '../agent/luns/dto/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, AgentRegistry, normalizeBaseUrl } from './agent-registry';
 import type {
@@ -133,11 +133,11 @@ export class AgentsService implements OnApplicationBootstrap {
 
   // ---- LUN passthrough (reference 14): no ledger writes ----
 
-  luns(id: string): Promise<TargetDto[]> {
+  luns(id: string): Promise<LunTargetDto[]> {
     return this.gateway.call(this.find(id), 'GET', '/luns');
   }
 
-  createDisk(id: string, dto: CreateDiskDto, client: string): Promise<CreatedLunDto> {
+  createDisk(id: string, dto: CreateLunDiskDto, client: string): Promise<CreatedLunDto> {
     const a = this.withRole(id, 'disk');
     return this.audited('agent.create_disk', a, { iqn: dto.iqn, client }, () => this.gateway.call(a, 'POST', '/luns/disk', { body: dto }));
   }

@@ -1,7 +1,8 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger, NotFoundException } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { allowedMethods } from './routes';
 import { storageFailure } from '../store/storage-error';
 import { ApiError } from './api-error';
 import type { ErrorDto } from './error.dto';
@@ -16,6 +17,17 @@ export class AllExceptionsFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
+    const req = host.switchToHttp().getRequest<FastifyRequest>();
+    // No route for this method, but one for the path: 405 with Allow, not 404.
+    if (exception instanceof NotFoundException && /^Cannot [A-Z]+ /.test(exception.message)) {
+      const path = req.url.split('?')[0];
+      const allowed = allowedMethods(reply.server, path);
+      if (allowed.length) {
+        const body = this.base(405, `method ${req.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`);
+        reply.code(405).header('allow', allowed.join(', ')).header('content-type', 'application/json; charset=utf-8').send(body);
+        return;
+      }
+    }
     const body = this.toBody(exception);
     reply.code(body.statusCode).header('content-type', 'application/json; charset=utf-8').send(body);
   }

@@ -1,35 +1,74 @@
-import { BadRequestException, ValidationError, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, BadRequestException, ValidationError, ValidationPipe } from '@nestjs/common';
+
+type Schema = { properties?: Record<string, Schema>; nullable?: boolean; $ref?: string; items?: Schema; type?: string; oneOf?: Schema[]; allOf?: Schema[] };
+
+/** The component schemas of the documents built so far (both apps may live in one test process). */
+const schemas = new Map<string, Schema>();
+
+/** Called with each OpenAPI document: the spec decides where null is allowed. */
+export function registerSchemas(s: Record<string, unknown> | undefined): void {
+  for (const [name, schema] of Object.entries(s ?? {})) schemas.set(name, schema as Schema);
+}
+
+const refName = (s: Schema | undefined) => (s?.$ref ?? s?.allOf?.[0]?.$ref)?.replace('#/components/schemas/', '');
+
+/** Fields that are null where the schema does not say nullable (class-validator's IsOptional lets null through). */
+function nullProblems(value: unknown, schema: Schema | undefined, prefix: string, out: { field: string; message: string }[]): void {
+  if (!schema?.properties || typeof value !== 'object' || value === null || Array.isArray(value)) return;
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    const prop = schema.properties[k];
+    if (!prop) continue; // unknown fields: the whitelist check names them
+    const field = prefix ? `${prefix}.${k}` : k;
+    const target = refName(prop) ? schemas.get(refName(prop)!) : prop;
+    if (v === null) {
+      if (!prop.nullable && !target?.nullable && !prop.oneOf?.some((o) => o.type === 'null')) out.push({ field, message: 'must not be null' });
+    } else if (Array.isArray(v) && prop.items) {
+      const item = refName(prop.items) ? schemas.get(refName(prop.items)!) : prop.items;
+      v.forEach((x, i) => nullProblems(x, item, `${field}.${i}`, out));
+    } else nullProblems(v, target, field, out);
+  }
+}
 
 function flatten(errors: ValidationError[], prefix = ''): { field: string; message: string }[] {
   const out: { field: string; message: string }[] = [];
   for (const e of errors) {
     const field = prefix ? `${prefix}.${e.property}` : e.property;
     if (e.constraints) {
-      // whitelist violations come as "property x should not exist": say it plainly.
-      const msgs = Object.entries(e.constraints).map(([k, m]) =>
-        k === 'whitelistValidation' ? `unknown field ${field}` : m,
-      );
-      out.push({ field, message: msgs[0] });
+      const keys = Object.keys(e.constraints);
+      // A missing field is missing, whatever rule comes first; whitelist violations say so plainly.
+      const message = keys.includes('whitelistValidation') ? `unknown field ${field}` : e.value === undefined ? 'is required' : Object.values(e.constraints)[0];
+      out.push({ field, message });
     }
     if (e.children?.length) out.push(...flatten(e.children, field));
   }
   return out;
 }
 
-/** Global pipe: unknown fields rejected, messages name the (dotted) field. */
+const fail = (list: { field: string; message: string }[]) =>
+  new BadRequestException({ message: list.map((e) => `${e.field}: ${e.message}`).join('; ') || 'invalid request', errors: list });
+
+/** Unknown fields rejected, null only where the spec allows it, messages name the (dotted) field. */
+class StrictValidationPipe extends ValidationPipe {
+  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    const name = metadata.metatype?.name;
+    if (metadata.type === 'body' && name && schemas.has(name)) {
+      const list: { field: string; message: string }[] = [];
+      nullProblems(value, schemas.get(name), '', list);
+      if (list.length) throw fail(list);
+    }
+    return super.transform(value, metadata);
+  }
+}
+
+/** Global pipe of both apps. */
 export function createValidationPipe(): ValidationPipe {
-  return new ValidationPipe({
+  return new StrictValidationPipe({
     whitelist: true,
     forbidNonWhitelisted: true,
     transform: true,
     transformOptions: { enableImplicitConversion: false },
-    validationError: { target: false, value: false },
-    exceptionFactory: (errors) => {
-      const list = flatten(errors);
-      return new BadRequestException({
-        message: list.map((e) => `${e.field}: ${e.message}`).join('; ') || 'invalid request',
-        errors: list,
-      });
-    },
+    // The value stays inside the pipe (to tell "missing" apart); messages never quote it.
+    validationError: { target: false, value: true },
+    exceptionFactory: (errors) => fail(flatten(errors)),
   });
 }

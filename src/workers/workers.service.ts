@@ -9,7 +9,7 @@ import { CredentialsService } from '../credentials/credentials.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
 import { CdRecord, newWorker, targetName, withoutTarget, WorkerRecord } from '../store/records';
 import { AgentsService } from '../agents/agents.service';
-import type { TargetDto } from '../agent/luns/dto/luns.dto';
+import type { LunTargetDto } from '../agent/luns/dto/luns.dto';
 import { DisksService, workerState } from './disks.service';
 import type { CreateDiskDto, DeleteDiskQueryDto } from './dto/disk.dto';
 import type { BatchCreateWorkersDto, BatchCreateWorkersResultDto } from './dto/batch-workers.dto';
@@ -66,7 +66,7 @@ export class WorkersService {
     const agentIds = [...new Set([...w.disks.map((d) => d.agent), ...(w.cd ? [w.cd.agent] : [])])];
     const luns = new Map(
       await Promise.all(
-        agentIds.map(async (id): Promise<[string, { targets?: TargetDto[]; error?: string }]> => {
+        agentIds.map(async (id): Promise<[string, { targets?: LunTargetDto[]; error?: string }]> => {
           try {
             return [id, { targets: await this.agents.luns(id) }];
           } catch (e) {

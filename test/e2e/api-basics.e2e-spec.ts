@@ -60,9 +60,19 @@ describe('auth, errors, settings and the audit trail', () => {
       const r = await t.req('GET', '/nope');
       expect(r.status).toBe(404);
       expect(r.body).toMatchObject({ statusCode: 404, error: 'Not Found' });
-      const txt = await t.req('POST', '/workers', 'worker_id=x', { 'content-type': 'text/plain' });
-      expect(txt.status).toBe(400);
-      expect(txt.body).toMatchObject({ statusCode: 400, message: expect.stringContaining('worker_id') });
+      // Bodies are JSON only, as the spec says: text and form bodies are a 415, and nothing is created.
+      for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+        const r2 = await t.req('POST', '/workers', 'worker_id=x', { 'content-type': type });
+        expect([r2.status, r2.body]).toEqual([415, { statusCode: 415, error: 'Unsupported Media Type', message: `Unsupported Media Type: ${type}` }]);
+      }
+      expect((await t.req('GET', '/workers')).body).toEqual([]);
+      // A method the path does not have is a 405 naming the ones it has.
+      const m = await t.req('PATCH', '/workers');
+      expect([m.status, m.headers.allow, m.body.message]).toEqual([405, 'GET, HEAD, POST', 'method PATCH is not allowed on /workers; allowed: GET, HEAD, POST']);
+      // null only where the spec says nullable; a missing field says it is missing.
+      const n = await t.req('POST', '/workers', { worker_id: 'w1', arch: null });
+      expect([n.status, n.body.message]).toEqual([400, 'arch: must not be null']);
+      expect((await t.req('POST', '/workers', { hostname: 'x' })).body.message).toBe('worker_id: is required');
     });
   });
 

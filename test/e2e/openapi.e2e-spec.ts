@@ -16,60 +16,62 @@ describe('OpenAPI document', () => {
   it('documents every route of the reference with stable operationIds and DTO schemas', () => {
     const doc = JSON.parse(spec);
     const ops = Object.entries<any>(doc.paths).flatMap(([p, m]) => Object.entries<any>(m).map(([verb, o]) => `${verb.toUpperCase()} ${p} ${o.operationId}`));
+    // operationIds: <verb><Noun>, camelCase, what generated clients call their functions; stable.
     expect(ops.sort()).toEqual(
       [
-        'DELETE /devices/registration-window Devices_closeWindow',
-        'DELETE /devices/{mac} Devices_revoke',
-        'DELETE /devices/{mac}/bind Devices_unbind',
-        'DELETE /devices/{mac}/key Devices_resetKey',
-        'DELETE /workers/{worker_id} Workers_remove',
-        'GET /boot-vars Boot_bootVars',
-        'GET /devices Devices_list',
-        'GET /devices/challenge Boot_challenge',
-        'GET /devices/registration-window Devices_window',
-        'GET /devices/report Devices_report',
-        'GET /devices/{mac} Devices_get',
-        'GET /healthz Health_health',
-        'GET /operations Audit_list',
-        'GET /settings/auto-register Settings_get',
-        'GET /settings/signature-enforcement Settings_getEnforcement',
-        'GET /workers Workers_list',
-        'GET /workers/{worker_id} Workers_get',
-        'GET /workers/{worker_id}/status Workers_status',
-        'POST /devices Devices_register',
-        'POST /devices/bind/batch Devices_batch',
-        'POST /devices/bind/batch/preview Devices_preview',
-        'POST /devices/import Devices_import',
-        'POST /devices/registration-window Devices_openWindow',
-        'POST /devices/{mac}/bind Devices_bind',
-        'POST /workers Workers_create',
-        'POST /workers/batch Workers_createBatch',
-        'POST /workers/delete/batch Workers_removeBatch',
-        'PUT /settings/auto-register Settings_set',
-        'PUT /settings/signature-enforcement Settings_setEnforcement',
-        'PUT /workers/{worker_id}/default-os Workers_setDefaultOs',
-        'PUT /workers/{worker_id}/mac Workers_setMac',
-        'GET /agents Agents_list',
-        'POST /agents Agents_create',
-        'POST /agents/probe Agents_probe',
-        'PUT /agents/{agent_id} Agents_update',
-        'GET /agents/{agent_id}/luns Agents_luns',
-        'POST /agents/{agent_id}/luns/disk Agents_createDisk',
-        'POST /agents/{agent_id}/luns/cd Agents_createCd',
-        'DELETE /agents/{agent_id}/luns Agents_deleteLun',
-        'POST /agents/{agent_id}/luns/scan Agents_scan',
-        'GET /masters Agents_masters',
-        'POST /workers/{worker_id}/luns/disk Workers_createDisk',
-        'POST /workers/luns/disk/batch Workers_createDisks',
-        'DELETE /workers/{worker_id}/luns/disk/{os} Workers_deleteDisk',
-        'PUT /workers/{worker_id}/default-disk Workers_setDefaultDisk',
-        'GET /workers/{worker_id}/credential Credentials_get',
-        'PUT /workers/{worker_id}/credential Credentials_set',
-        'DELETE /workers/{worker_id}/credential Credentials_revoke',
-        'POST /reconcile Reconciler_run',
-        'GET /boot-menu Boot_bootMenu',
+        'DELETE /agents/{agent_id}/luns deleteAgentLun',
+        'DELETE /devices/registration-window closeRegistrationWindow',
+        'DELETE /devices/{mac} revokeDevice',
+        'DELETE /devices/{mac}/bind unbindDevice',
+        'DELETE /devices/{mac}/key resetDeviceKey',
+        'DELETE /workers/{worker_id} deleteWorker',
+        'DELETE /workers/{worker_id}/credential revokeWorkerCredential',
+        'DELETE /workers/{worker_id}/luns/disk/{os} deleteWorkerDisk',
+        'GET /agents listAgents',
+        'GET /agents/{agent_id}/luns listAgentLuns',
+        'GET /boot-menu getBootMenu',
+        'GET /boot-vars getBootVars',
+        'GET /devices listDevices',
+        'GET /devices/challenge getDeviceChallenge',
+        'GET /devices/registration-window getRegistrationWindow',
+        'GET /devices/report reportDevice',
+        'GET /devices/{mac} getDevice',
+        'GET /healthz getHealth',
+        'GET /masters listMasters',
+        'GET /operations listOperations',
+        'GET /settings/auto-register getAutoRegister',
+        'GET /settings/signature-enforcement getSignatureEnforcement',
+        'GET /workers listWorkers',
+        'GET /workers/{worker_id} getWorker',
+        'GET /workers/{worker_id}/credential getWorkerCredential',
+        'GET /workers/{worker_id}/status getWorkerStatus',
+        'POST /agents createAgent',
+        'POST /agents/probe probeAgent',
+        'POST /agents/{agent_id}/luns/cd createAgentCd',
+        'POST /agents/{agent_id}/luns/disk createAgentDisk',
+        'POST /agents/{agent_id}/luns/scan scanAgentLuns',
+        'POST /devices registerDevice',
+        'POST /devices/bind/batch bindDevicesBatch',
+        'POST /devices/bind/batch/preview previewBindDevicesBatch',
+        'POST /devices/import importDevices',
+        'POST /devices/registration-window openRegistrationWindow',
+        'POST /devices/{mac}/bind bindDevice',
+        'POST /reconcile runReconciler',
+        'POST /workers createWorker',
+        'POST /workers/batch createWorkersBatch',
+        'POST /workers/delete/batch deleteWorkersBatch',
+        'POST /workers/luns/disk/batch createWorkerDisksBatch',
+        'POST /workers/{worker_id}/luns/disk createWorkerDisk',
+        'PUT /agents/{agent_id} updateAgent',
+        'PUT /settings/auto-register setAutoRegister',
+        'PUT /settings/signature-enforcement setSignatureEnforcement',
+        'PUT /workers/{worker_id}/credential setWorkerCredential',
+        'PUT /workers/{worker_id}/default-disk setWorkerDefaultDisk',
+        'PUT /workers/{worker_id}/default-os setWorkerDefaultOs',
+        'PUT /workers/{worker_id}/mac setWorkerMac',
       ].sort(),
     );
+    for (const id of ops.map((o) => o.split(' ')[2])) expect(id).toMatch(/^[a-z]+[A-Z][A-Za-z]*$/);
     const s = doc.components.schemas;
     expect(s.CreateWorkerDto.required).toEqual(['worker_id']);
     expect(s.CreateWorkerDto.properties.worker_id.pattern).toBeDefined();
@@ -108,7 +110,40 @@ describe('storage agent OpenAPI document', () => {
         'DELETE /nvme/hosts/{hostnqn}',
       ].sort(),
     );
-    expect(doc.components.schemas.CreateDiskDto.required).toEqual(['iqn']);
+    expect(doc.components.schemas.CreateLunDiskDto.required).toEqual(['iqn']);
     expect(doc.components.schemas.NvmeHostDto.properties).not.toHaveProperty('dhchap_key');
+  });
+});
+
+describe('schema names and what the generator cannot say', () => {
+  it('no two classes of src/ share a name (Swagger would document one for the other), and the spec says it', () => {
+    const names = new Map<string, string[]>();
+    const walk = (d: string): void => {
+      for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+        const p = path.join(d, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (p.endsWith('.ts')) for (const m of fs.readFileSync(p, 'utf8').matchAll(/^export (?:abstract )?class (\w+)/gm)) names.set(m[1], [...(names.get(m[1]) ?? []), p]);
+      }
+    };
+    walk(path.join(__dirname, '../../src'));
+    expect([...names].filter(([, files]) => files.length > 1)).toEqual([]);
+  });
+
+  it('patterns are ECMA-262 sources, errors are JSON, bodies are closed, the token is no JWT', () => {
+    for (const file of ['control-plane.openapi.json', 'agent.openapi.json']) {
+      const text = fs.readFileSync(path.join(__dirname, '../../openapi', file), 'utf8');
+      const doc = JSON.parse(text);
+      expect(text).not.toMatch(/"pattern": "\//);
+      expect(text).not.toContain('bearerFormat');
+      for (const [p, item] of Object.entries<any>(doc.paths)) {
+        for (const [verb, op] of Object.entries<any>(item)) {
+          for (const [status, res] of Object.entries<any>(op.responses)) {
+            if (Number(status) >= 400) expect([`${verb} ${p} ${status}`, Object.keys(res.content)]).toEqual([`${verb} ${p} ${status}`, ['application/json']]);
+          }
+          const ref = op.requestBody?.content?.['application/json']?.schema?.$ref;
+          if (ref) expect([`${verb} ${p}`, doc.components.schemas[ref.split('/').pop()].additionalProperties]).toEqual([`${verb} ${p}`, false]);
+        }
+      }
+    }
   });
 });

@@ -2,7 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Post, Query } from '@nestjs/co
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../common/api-errors.decorator';
 import { MastersService } from '../images/masters.service';
-import { CreateCdDto, CreatedLunDto, CreateDiskDto, DeletedLunDto, DeleteLunQueryDto, MasterDto, ScanResultDto, TargetDto } from './dto/luns.dto';
+import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, MasterDto, ScanResultDto, LunTargetDto } from './dto/luns.dto';
 import { LunsService } from './luns.service';
 
 @ApiTags('luns')
@@ -16,7 +16,7 @@ export class LunsController {
   /** Every target with its backing file (tid on stgt, allowed_hosts on nvmet). */
   @ApiErrors()
   @Get('luns')
-  list(): Promise<TargetDto[]> {
+  list(): Promise<LunTargetDto[]> {
     return this.luns.list();
   }
 
@@ -30,7 +30,7 @@ export class LunsController {
     [507, 'DISK_DIR is full, or too full for a copy of the master. Nothing was created.'],
   )
   @Post('luns/disk')
-  createDisk(@Body() body: CreateDiskDto): Promise<CreatedLunDto> {
+  createDisk(@Body() body: CreateLunDiskDto): Promise<CreatedLunDto> {
     return this.luns.createDisk(body);
   }
 

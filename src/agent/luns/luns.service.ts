@@ -4,7 +4,7 @@ import { AgentConfig } from '../agent-config';
 import { TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
-import type { CreateCdDto, CreatedLunDto, CreateDiskDto, DeletedLunDto, ScanResultDto, TargetDto } from './dto/luns.dto';
+import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, ScanResultDto, LunTargetDto } from './dto/luns.dto';
 import { TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 
@@ -38,7 +38,7 @@ export class LunsService implements OnModuleInit {
     if (r.created.length) this.log.log(`rebuilt ${r.created.length} target(s) from ${this.images.dir}`);
   }
 
-  async list(): Promise<TargetDto[]> {
+  async list(): Promise<LunTargetDto[]> {
     const nvme = this.backend.transport === 'nvme-tcp';
     return (await this.backend.list()).map((t) => ({
       ...(nvme ? { nqn: t.name } : { iqn: t.name }),
@@ -49,7 +49,7 @@ export class LunsService implements OnModuleInit {
     }));
   }
 
-  async createDisk(dto: CreateDiskDto): Promise<CreatedLunDto> {
+  async createDisk(dto: CreateLunDiskDto): Promise<CreatedLunDto> {
     const suffix = checkTargetName('iqn', dto.iqn, this.base);
     if ((dto.master === undefined) === (dto.size === undefined)) throw badRequest('exactly one of master or size is required');
     const filename = dto.filename === undefined ? `${suffix}.img` : checkFileName('filename', dto.filename);

@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsIn, IsOptional, IsString, Matches, MaxLength, ValidateIf } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsOptional, IsString, Matches, MaxLength, ValidateIf } from 'class-validator';
 import { Int, IsMac, QueryBool } from '../../common/validators';
 import { MENU_ITEMS, OS_ITEMS } from '../menu';
 
@@ -64,12 +64,16 @@ export class DeleteWorkersBatchDto {
   @MaxLength(64, { each: true })
   worker_ids!: string[];
 
+  /** Also delete the backing .img files. */
   @IsOptional()
-  @IsIn([true, false])
+  @IsBoolean()
+  @ApiProperty({ type: Boolean, required: false, default: false })
   delete_disk?: boolean = false;
 
+  /** Treat an agent's 404 `iqn not found` as done. */
   @IsOptional()
-  @IsIn([true, false])
+  @IsBoolean()
+  @ApiProperty({ type: Boolean, required: false, default: false })
   ignore_missing_target?: boolean = false;
 }
 

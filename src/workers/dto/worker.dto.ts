@@ -72,27 +72,30 @@ export class DnsmasqBindingDto {
   mac!: string;
 }
 
-export class LunDto {
+export class ActualLunDto {
   backing!: string;
 }
 
-export class TargetDto {
+/** The target of a disk or CD as its agent lists it now. */
+export class ActualTargetDto {
+  /** iSCSI target name. */
   iqn?: string;
+  /** NVMe subsystem name. */
   nqn?: string;
-  luns!: LunDto[];
+  luns!: ActualLunDto[];
 }
 
 export class ActualDiskDto {
   os!: string;
   exists!: boolean;
-  target!: TargetDto | null;
+  target!: ActualTargetDto | null;
   /** Why the target could not be checked (agent unreachable, ...). */
   error?: string;
 }
 
 export class ActualCdDto {
   exists!: boolean;
-  target!: TargetDto | null;
+  target!: ActualTargetDto | null;
   error?: string;
 }
 

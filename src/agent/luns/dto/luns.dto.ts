@@ -2,7 +2,7 @@ import { ApiProperty } from '@nestjs/swagger';
 import { ArrayMaxSize, IsArray, IsOptional, IsString, MaxLength } from 'class-validator';
 import { QueryBool } from '../../../common/validators';
 
-export class CreateDiskDto {
+export class CreateLunDiskDto {
   /** Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
   @IsString()
   @MaxLength(223)
@@ -65,7 +65,7 @@ export class LunBackingDto {
   backing!: string | null;
 }
 
-export class TargetDto {
+export class LunTargetDto {
   /** iSCSI target name (stgt, lio). */
   iqn?: string;
   /** NVMe subsystem name (nvmet). */
