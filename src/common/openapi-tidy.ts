@@ -20,6 +20,7 @@ function walk(v: unknown, fn: (n: Node) => void): void {
  *   validation pipe rejects unknown fields.
  * - The bearer scheme is an opaque token, not a JWT.
  * - A 200 documented with an empty example body has no content.
+ * - Every operation documents the 500 every route can answer.
  */
 export function tidySpec(doc: OpenAPIObject): OpenAPIObject {
   walk(doc, (n) => {
@@ -41,7 +42,10 @@ export function tidySpec(doc: OpenAPIObject): OpenAPIObject {
       if (!isObj(op) || !isObj(op.responses)) continue;
       const body = op.requestBody as Node | undefined;
       if (body) close(body);
-      for (const [status, res] of Object.entries(op.responses as Record<string, Node>)) {
+      // Any route can fail unexpectedly; the answer is still the one error shape, with an error_id.
+      const responses = op.responses as Record<string, Node>;
+      responses['500'] ??= { description: 'Internal error: the message carries an error_id, under which the log has the details.' };
+      for (const [status, res] of Object.entries(responses)) {
         if (Number(status) >= 400) res.content = { 'application/json': { schema: { $ref: '#/components/schemas/ErrorDto' } } };
         const text = (res.content as Record<string, Node> | undefined)?.['text/plain'];
         if (status === '200' && text && (text.schema as Node | undefined)?.example === '' && Object.keys(res.content as Node).length === 1) delete res.content;

@@ -25,8 +25,8 @@ export class WorkersController {
     private readonly disks: DisksService,
   ) {}
 
-  /** Registers a worker identity (no disk); binds `mac` when given (the device must be pooled). */
-  @ApiErrors(400, 409, 413, 500, 'writes')
+  /** Registers a worker identity (no disk); binds `mac` when given (the device must be pooled; 404 when it is not registered). */
+  @ApiErrors(400, 404, 409, 413, 500, 'writes')
   @Post()
   create(@Body() body: CreateWorkerDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.create(body, client);

@@ -26,7 +26,7 @@ export async function startAgent(env: Record<string, string>, dir = tempDir('kur
   const app = await createAgentApp(loadAgentConfig(fullEnv), { quiet: true });
   await app.init();
   await app.getHttpAdapter().getInstance().ready();
-  const req = injector(app, fullEnv.IPXE_AGENT_TOKEN);
+  const req = injector(app, fullEnv.IPXE_AGENT_TOKEN, 'agent.openapi.json');
   return { app, dir, diskDir: fullEnv.DISK_DIR, env: fullEnv, req, close: () => app.close() };
 }
 

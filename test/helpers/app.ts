@@ -5,6 +5,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { createApp } from '../../src/app.factory';
 import { loadConfig } from '../../src/config/app-config';
+import { checkResponse } from './spec-check';
 
 export interface TestApp {
   app: NestFastifyApplication;
@@ -24,7 +25,7 @@ export interface Res {
 }
 
 /** HTTP over Fastify's injection (full routing, hooks, guards, pipes, filters), JSON parsed. */
-export function injector(app: NestFastifyApplication, token?: string) {
+export function injector(app: NestFastifyApplication, token?: string, spec = 'control-plane.openapi.json') {
   const fastify = app.getHttpAdapter().getInstance();
   return async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> => {
     const r = await fastify.inject({
@@ -43,6 +44,7 @@ export function injector(app: NestFastifyApplication, token?: string) {
     } catch {
       parsed = undefined;
     }
+    checkResponse(spec, method, url, r.statusCode, r.headers['content-type'] as string | undefined, r.body);
     return { status: r.statusCode, body: parsed, text: r.body, headers: r.headers as Record<string, unknown> };
   };
 }

@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, Param, Put } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../common/api-errors.decorator';
-import { NvmeHostDto, PutNvmeHostDto } from './dto/nvme-host.dto';
+import { DeletedNvmeHostDto, NvmeHostDto, PutNvmeHostDto } from './dto/nvme-host.dto';
 import { NvmeHostsService } from './nvme-hosts.service';
 
 @ApiTags('nvme')
@@ -26,7 +26,7 @@ export class NvmeHostsController {
   /** Removes a host and its allowed_hosts links. */
   @ApiErrors(400, 404)
   @Delete(':hostnqn')
-  remove(@Param('hostnqn') hostnqn: string): Promise<{ deleted: string }> {
+  remove(@Param('hostnqn') hostnqn: string): Promise<DeletedNvmeHostDto> {
     return this.hosts.remove(hostnqn);
   }
 }

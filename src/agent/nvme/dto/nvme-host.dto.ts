@@ -54,3 +54,8 @@ export class NvmeHostDto {
   /** Subsystems whose allowed_hosts link this host, sorted. */
   subsystems!: string[];
 }
+
+export class DeletedNvmeHostDto {
+  /** The host NQN that was removed (with its allowed_hosts links). */
+  deleted!: string;
+}
