@@ -763,7 +763,7 @@ export interface components {
              * @default manifest
              * @enum {string}
              */
-            mode: "manifest" | "sequential";
+            mode?: "manifest" | "sequential";
             pairs?: components["schemas"]["BatchPairDto"][];
             worker_ids?: string[];
         };
@@ -1122,12 +1122,12 @@ export interface components {
              * @description Also delete the backing .img files.
              * @default false
              */
-            delete_disk: boolean;
+            delete_disk?: boolean;
             /**
              * @description Treat an agent's 404 `iqn not found` as done.
              * @default false
              */
-            ignore_missing_target: boolean;
+            ignore_missing_target?: boolean;
             worker_ids: string[];
         };
         DeleteWorkersBatchResultDto: {

@@ -1,6 +1,6 @@
 import { Controller, Get, Module } from '@nestjs/common';
 import { Public } from '../../src/common/auth.guard';
-import { startApp, TestApp } from '../helpers/app';
+import { startApp, TestApp, typedClient } from '../helpers/app';
 
 describe('auth, errors, settings and the audit trail', () => {
   let t: TestApp;
@@ -153,5 +153,27 @@ describe('auth, errors, settings and the audit trail', () => {
         expect([q, (await t.req('GET', `/operations?${q}`)).status]).toEqual([q, 400]);
       }
     });
+  });
+});
+
+describe('the typed client generated from the spec, against the whole app', () => {
+  it('creates, reads, lists and audits with compile-time checked paths, bodies and answers', async () => {
+    const t = await startApp({ IPXE_CP_TOKEN: 'typed' });
+    try {
+      const api = typedClient(t);
+      const created = await api.POST('/workers', { body: { worker_id: 'typed-01', boot: { menu_default: 'exit', menu_timeout: 0 } } });
+      expect(created.response.status).toBe(201);
+      expect(created.data?.worker_id).toBe('typed-01');
+      const got = await api.GET('/workers/{worker_id}', { params: { path: { worker_id: 'typed-01' } } });
+      expect(got.data?.boot).toEqual({ menu_default: 'exit', menu_timeout: 0 });
+      const missing = await api.GET('/workers/{worker_id}', { params: { path: { worker_id: 'nobody' } } });
+      expect([missing.response.status, missing.error?.message]).toEqual([404, 'worker not found: nobody']);
+      const ops = await api.GET('/operations', { params: { query: { limit: 10 } } });
+      expect(ops.data?.entries.map((e) => e.op)).toEqual(['worker.create']);
+      const denied = await typedClient(t, 'wrong').GET('/workers');
+      expect(denied.response.status).toBe(401);
+    } finally {
+      await t.close();
+    }
   });
 });

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { createApp } from '../../src/app.factory';
 import { loadConfig } from '../../src/config/app-config';
 import { checkResponse } from './spec-check';
+import { createKurrentClient } from '../../src/client';
 
 export interface TestApp {
   app: NestFastifyApplication;
@@ -110,5 +111,24 @@ export function freePort(): Promise<number> {
       const { port } = srv.address() as net.AddressInfo;
       srv.close(() => resolve(port));
     });
+  });
+}
+
+/**
+ * The typed client (src/client, generated from the spec) over Fastify injection: what a third
+ * party's generated code would send and receive, checked by the compiler against the spec.
+ */
+export function typedClient(t: TestApp, token = t.env.IPXE_CP_TOKEN) {
+  const fastify = t.app.getHttpAdapter().getInstance();
+  return createKurrentClient({
+    baseUrl: 'http://kurrent.test',
+    token,
+    fetch: async (req: Request) => {
+      const u = new URL(req.url);
+      const body = req.body ? await req.text() : undefined;
+      const r = await fastify.inject({ method: req.method as 'GET', url: u.pathname + u.search, headers: Object.fromEntries(req.headers), payload: body });
+      checkResponse('control-plane.openapi.json', req.method, u.pathname + u.search, r.statusCode, r.headers['content-type'] as string | undefined, r.body);
+      return new Response(r.statusCode === 204 || r.body === '' ? null : r.body, { status: r.statusCode, headers: r.headers as Record<string, string> });
+    },
   });
 }

@@ -1,0 +1,205 @@
+import { execFile, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makeFile, spawnAgent, SpawnedAgent } from '../helpers/agent';
+import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
+
+/**
+ * The `kurrent` CLI as an operator runs it: a subprocess (bin/kurrent.js, the build the suite
+ * made) against a listening control plane and a real agent process (nvmet backend on a
+ * configfs-shaped root). Every verb once, --json parsed, exit codes per kind of failure.
+ */
+
+const BIN = path.join(__dirname, '../../bin/kurrent.js');
+const NQN = 'nqn.2026-07.com.controller';
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+  json: any;
+}
+
+describe('kurrent CLI', () => {
+  const dir = tempDir('kurrent-cli-');
+  let t: TestApp;
+  let agent: SpawnedAgent;
+  let url = '';
+  let agentUrl = '';
+  const env = () => ({ PATH: process.env.PATH ?? '', KURRENT_URL: url, KURRENT_TOKEN: 'cli-token' });
+
+  const cli = (args: string[], opts: { env?: Record<string, string>; stdin?: string } = {}): Promise<Run> =>
+    new Promise((resolve) => {
+      const p = execFile(process.execPath, [BIN, ...args], { env: { ...env(), ...opts.env }, timeout: 30_000 }, (err, out, errOut) => {
+        let json: unknown = undefined;
+        try {
+          json = JSON.parse(out);
+        } catch {
+          /* not JSON */
+        }
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out, err: errOut, json });
+      });
+      if (opts.stdin !== undefined) p.stdin!.end(opts.stdin);
+      else p.stdin!.end();
+    });
+  const ok = async (args: string[], opts?: { env?: Record<string, string>; stdin?: string }) => {
+    const r = await cli(args, opts);
+    if (r.code !== 0) throw new Error(`kurrent ${args.join(' ')} exited ${r.code}: ${r.err}`);
+    return r;
+  };
+
+  beforeAll(async () => {
+    const port = await freePort();
+    fs.mkdirSync(path.join(dir, 'images'), { recursive: true });
+    makeFile(path.join(dir, 'images', '_tpl_ubuntu_2204.img'), 8 << 20);
+    const agentPort = await freePort();
+    agentUrl = `http://127.0.0.1:${agentPort}`;
+    agent = await spawnAgent({
+      IPXE_AGENT_PORT: String(agentPort),
+      IPXE_AGENT_BACKEND: 'nvmet',
+      IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'nvmet'),
+      IPXE_AGENT_TOKEN: 'agent-token',
+      DISK_DIR: path.join(dir, 'images'),
+      IPXE_AGENT_STATE_DIR: path.join(dir, 'agent-state'),
+    });
+    t = await startApp({ IPXE_CP_TOKEN: 'cli-token', IPXE_CP_RECONCILE_SECONDS: '0' }, { dir: path.join(dir, 'cp') });
+    await t.app.listen(port, '127.0.0.1');
+    url = `http://127.0.0.1:${port}`;
+  });
+
+  afterAll(async () => {
+    await t?.close();
+    await agent?.stop();
+  });
+
+  it('help, completion and usage errors', async () => {
+    const help = await ok(['--help']);
+    expect(help.out).toMatch(/Exit codes: 0 ok/);
+    for (const v of [['workers', 'disk', 'create'], ['devices', 'window', 'open'], ['workers', 'credential', 'set'], ['ops', 'list']]) {
+      expect((await ok([...v, '--help'])).out).toMatch(new RegExp(`Example:\\n  \\$ kurrent ${v.join(' ')}`));
+    }
+    const completion = await ok(['completion']);
+    expect(completion.out).toContain('complete -F _kurrent kurrent');
+    expect(completion.out).toContain('"workers credential") opts="show set revoke');
+    expect((await cli(['workers', 'frobnicate'])).code).toBe(2);
+    expect((await cli(['devices', 'window', 'open', '--ttl', 'soon'])).code).toBe(2);
+  });
+
+  it('agents, masters and exit codes for auth, not found and conflict', async () => {
+    const probe = await ok(['agents', 'probe', agentUrl, '--agent-token', 'agent-token', '--json']);
+    expect(probe.json).toMatchObject({ backend: 'nvmet', base_url: agentUrl });
+    expect((await ok(['agents', 'add', 'n1', '--base-url', agentUrl, '--agent-token', 'agent-token', '--iscsi-server', '10.0.0.9', '--role', 'disk', '--tag', 'storage,nvmet', '--json'])).json).toMatchObject({ id: 'n1', iscsi_server: '10.0.0.9' });
+    const again = await cli(['agents', 'add', 'n1', '--base-url', agentUrl]);
+    expect([again.code, again.err]).toEqual([5, expect.stringMatching(/^kurrent: 409: /)]);
+    expect((await ok(['agents', 'update', 'n1', '--base-url', agentUrl, '--agent-token', 'agent-token', '--iscsi-server', '10.0.0.10', '--role', 'disk', '--json'])).json.iscsi_server).toBe('10.0.0.10');
+    const list = await ok(['agents', 'list', '--json']);
+    expect(list.json).toEqual([expect.objectContaining({ id: 'n1', health: 'ok' })]);
+    expect((await ok(['agents', 'list'])).out).toMatch(/^ID +BASE_URL/);
+    expect((await ok(['agents', 'drain', 'n1', '--json'])).json.enabled).toBe(false);
+    expect((await ok(['agents', 'enable', 'n1', '--json'])).json.enabled).toBe(true);
+    expect((await ok(['masters', '--json'])).json.agents[0].masters).toEqual([expect.objectContaining({ name: '_tpl_ubuntu_2204.img' })]);
+    expect((await ok(['agents', 'luns', 'n1', '--json'])).json).toEqual([]);
+    const denied = await cli(['workers', 'list'], { env: { KURRENT_TOKEN: 'wrong' } });
+    expect([denied.code, denied.err]).toEqual([3, 'kurrent: 401: missing or invalid bearer token\n']);
+    const byFlag = await cli(['--token', 'wrong', 'workers', 'list']);
+    expect(byFlag.code).toBe(3);
+    const missing = await cli(['workers', 'show', 'nobody']);
+    expect([missing.code, missing.err]).toEqual([4, 'kurrent: 404: worker not found: nobody\n']);
+    const down = await cli(['workers', 'list'], { env: { KURRENT_URL: `http://127.0.0.1:${await freePort()}` } });
+    expect([down.code, down.err]).toEqual([6, 'kurrent: cannot reach the control plane: ECONNREFUSED\n']);
+  });
+
+  it('devices: register, import, window, bind, batch bind with preview, key reset, revoke', async () => {
+    expect((await ok(['devices', 'register', '52:54:00:00:00:01', '--serial', 'SN1', '--json'])).json).toMatchObject({ mac: '52:54:00:00:00:01', state: 'pooled' });
+    const csv = path.join(dir, 'devices.csv');
+    fs.writeFileSync(csv, 'mac,serial,product\n52:54:00:00:00:02,SN2,PC\n52:54:00:00:00:03,SN3,PC\nnot-a-mac,SN4,PC\n');
+    const imp = await ok(['devices', 'import', csv]);
+    expect(imp.out).toBe('created 2, skipped 0, failed 1\n  failed not-a-mac: invalid MAC address: not-a-mac\n');
+    expect(imp.err).toBe('importing 3 devices...\n');
+    expect((await ok(['devices', 'import', '-', '--json'], { stdin: JSON.stringify([{ mac: '52:54:00:00:00:04' }]) })).json.created).toHaveLength(1);
+    expect((await ok(['devices', 'list', '--search', 'sn2', '--json'])).json.map((d: { mac: string }) => d.mac)).toEqual(['52:54:00:00:00:02']);
+    expect((await ok(['devices', 'list', '--state', 'pooled'])).out.split('\n').filter((l) => l.startsWith('52:54')).length).toBe(4);
+    expect((await ok(['devices', 'show', '52-54-00-00-00-01', '--json'])).json.fingerprint.serial).toBe('SN1');
+    expect((await ok(['devices', 'window', 'open', '--ttl', '15', '--max', '50', '--json'])).json).toMatchObject({ open: true, max_devices: 50, remaining: 50 });
+    expect((await ok(['devices', 'window', 'show', '--json'])).json.open).toBe(true);
+    expect((await ok(['devices', 'window', 'close', '--json'])).json.open).toBe(false);
+
+    await ok(['workers', 'create', 'seat-01']);
+    await ok(['workers', 'batch', '--prefix', 'seat-', '--count', '3']);
+    expect((await ok(['devices', 'bind', '52:54:00:00:00:01', 'seat-01', '--json'])).json).toMatchObject({ state: 'bound', bound_worker_id: 'seat-01' });
+    const manifest = path.join(dir, 'manifest.csv');
+    fs.writeFileSync(manifest, 'mac,worker_id\n52:54:00:00:00:02,seat-02\n52:54:00:00:00:03,seat-03\n52:54:00:00:00:09,seat-01\n');
+    const preview = await ok(['devices', 'batch-bind', manifest, '--preview', '--json']);
+    expect(preview.json).toMatchObject({ matched: [expect.anything(), expect.anything()] });
+    expect((await ok(['devices', 'list', '--state', 'bound', '--json'])).json).toHaveLength(1); // the preview wrote nothing
+    const bound = await ok(['devices', 'batch-bind', manifest]);
+    expect(bound.out).toMatch(/succeeded 2/);
+    expect((await ok(['devices', 'unbind', '52:54:00:00:00:03', '--json'])).json.state).toBe('pooled');
+    // Destructive verbs: refused without --yes off a terminal (exit 2, nothing done), done with it.
+    const refused = await cli(['devices', 'revoke', '52:54:00:00:00:04']);
+    expect([refused.code, refused.err]).toEqual([2, 'kurrent: refusing to revoke device 52:54:00:00:00:04 without --yes (not a terminal)\n']);
+    expect((await ok(['devices', 'show', '52:54:00:00:00:04', '--json'])).json.state).toBe('pooled');
+    expect((await cli(['devices', 'bind', '52:54:00:00:00:04', 'seat-01', '--force'])).code).toBe(2);
+    const nokey = await cli(['devices', 'key-reset', '52:54:00:00:00:04', '--yes']);
+    expect([nokey.code, nokey.err]).toEqual([5, 'kurrent: 409: device has no key: 52:54:00:00:00:04\n']);
+    await ok(['devices', 'revoke', '52:54:00:00:00:04', '--yes']);
+    expect((await ok(['devices', 'show', '52:54:00:00:00:04', '--json'])).json.state).toBe('revoked');
+    const conflict = await cli(['devices', 'bind', '52:54:00:00:00:04', 'seat-03']);
+    expect(conflict.code).toBe(5);
+  });
+
+  it('workers: disks with a dry-run batch, default disk and os, mac, status, credential, delete', async () => {
+    const created = await ok(['workers', 'disk', 'create', 'seat-01', '--os', 'ubuntu', '--os-version', '22.04', '--master', '_tpl_ubuntu_2204.img', '--json']);
+    const tag = created.json.disks[0].os_tag;
+    expect(created.json.disks[0]).toMatchObject({ transport: 'nvme-tcp', nqn: `${NQN}:seat-01.${tag}` });
+    expect((await cli(['workers', 'disk', 'create', 'seat-02', '--os', 'ubuntu'])).code).toBe(2); // neither --master nor --size
+    const plan = await ok(['workers', 'disk', 'batch', '--workers', 'seat-02,seat-03', '--os', 'debian', '--size', '1G', '--dry-run', '--json']);
+    expect(plan.json).toMatchObject({ dry_run: true, succeeded: [{ worker_id: 'seat-02', agent: 'n1' }, { worker_id: 'seat-03', agent: 'n1' }] });
+    expect((await ok(['workers', 'show', 'seat-02', '--json'])).json.disks).toEqual([]);
+    const batch = await ok(['workers', 'disk', 'batch', '--workers', 'seat-02', '--os', 'debian', '--size', '1G']);
+    expect(batch.out).toMatch(/^done: 1 ok, 0 skipped, 0 failed/);
+    expect(batch.err).toBe('creating 1 disks...\n');
+    expect((await ok(['workers', 'default-disk', 'seat-01', tag, '--json'])).json).toMatchObject({ default_disk: tag, default_os: 'ubuntu' });
+    expect((await ok(['workers', 'default-os', 'seat-01', '--timeout', '3000', '--json'])).json.boot.menu_timeout).toBe(3000);
+    expect((await ok(['workers', 'mac', 'seat-01', '52:54:00:00:00:03', '--json'])).json).toMatchObject({ mac: '52:54:00:00:00:03', changed: true });
+    expect((await ok(['workers', 'status', 'seat-01', '--json'])).json.actual.disks).toEqual([expect.objectContaining({ os: 'ubuntu', exists: true })]);
+    expect((await ok(['workers', 'list'])).out).toMatch(/seat-01 +seat-01 +52:54:00:00:00:03 +ready/);
+
+    const show = await ok(['workers', 'credential', 'show', 'seat-01', '--json']);
+    expect(show.json).toMatchObject({ hostnqn: `${NQN}:host.seat-01`, agents: [{ agent: 'n1', state: 'pushed' }] });
+    const rotated = await ok(['workers', 'credential', 'set', 'seat-01', '--generate', '--json']);
+    expect(rotated.json.dhchap_key_sha256).not.toBe(show.json.dhchap_key_sha256);
+    const keyFile = path.join(dir, 'key');
+    fs.writeFileSync(keyFile, 'DHHC-1:00:c2VjcmV0:\n');
+    const bad = await cli(['workers', 'credential', 'set', 'seat-01', '--key-file', keyFile]);
+    expect([bad.code, bad.err]).toEqual([1, expect.stringMatching(/^kurrent: 400: dhchap_key: /)]);
+    expect(bad.err).not.toContain('c2VjcmV0');
+    expect((await cli(['workers', 'credential', 'revoke', 'seat-01'])).code).toBe(2);
+    expect((await ok(['workers', 'credential', 'revoke', 'seat-01', '--yes', '--json'])).json.revoked).toBe(true);
+    expect((await ok(['reconcile', '--json'])).json).toMatchObject({ agents_checked: ['n1'], failed: [] });
+    expect((await ok(['workers', 'disk', 'delete', 'seat-02', 'debian', '--delete-file', '--yes', '--json'])).json.disks).toEqual([]);
+    expect((await ok(['workers', 'delete', 'seat-01', '--delete-disk', '--yes', '--json'])).json).toMatchObject({ deleted: 'seat-01', delete_disk: true });
+    expect((await cli(['workers', 'show', 'seat-01'])).code).toBe(4);
+  });
+
+  it('settings and ops: list, filter by MAC, --follow sees an operation made after it started', async () => {
+    expect((await ok(['settings', 'auto-register', 'off', '--json'])).json.enabled).toBe(false);
+    expect((await ok(['settings', 'auto-register', '--json'])).json.enabled).toBe(false);
+    expect((await ok(['settings', 'enforcement', '--json'])).json.enabled).toBe(false);
+    expect((await cli(['settings', 'auto-register', 'maybe'])).code).toBe(2);
+    const all = await ok(['ops', 'list', '--json']);
+    const entries = all.out.trim().split('\n').map((l) => JSON.parse(l));
+    expect(entries.map((e: { op: string }) => e.op)).toEqual(expect.arrayContaining(['agent.create', 'device.register', 'worker.create', 'credential.revoke']));
+    expect((await ok(['ops', 'list', '--mac', '52:54:00:00:00:04'])).out).toMatch(/device\.revoke/);
+
+    const follow = spawn(process.execPath, [BIN, 'ops', 'list', '--follow', '--interval', '100', '--since', String(entries.at(-1).id)], { env: env() });
+    let seen = '';
+    follow.stdout.on('data', (b) => (seen += b));
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(seen).toBe(''); // nothing new yet
+    await ok(['workers', 'create', 'late-worker']);
+    for (let i = 0; i < 100 && !seen.includes('worker.create'); i++) await new Promise((r) => setTimeout(r, 100));
+    follow.kill('SIGINT');
+    expect(seen).toMatch(/^\d+ {2}\S+ {2}worker\.create {2}ok {2}.*worker_id=late-worker/m);
+  });
+});
