@@ -206,7 +206,10 @@ export interface components {
             iqn: string;
             /** @description Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
             master?: string;
-            /** @description Empty sparse disk size such as 40G, 512M, 1T. Exclusive with master. */
+            /**
+             * @description Empty sparse disk size: 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. Exclusive with master.
+             * @example 40G
+             */
             size?: string;
         };
         CreatedLunDto: {

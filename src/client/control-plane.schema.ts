@@ -799,7 +799,10 @@ export interface components {
             os: "windows" | "ubuntu" | "debian" | "centos" | "esxi";
             /** @description Display/grouping version (seed 004); with NVMe/TCP, (os, os_version) is the unique key. */
             os_version?: string;
-            /** @description Size such as 40G (type=empty). */
+            /**
+             * @description Size of an empty disk (type=empty): 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T.
+             * @example 40G
+             */
             size?: string;
             targets: components["schemas"]["BatchDiskTargetDto"][];
             /**
@@ -1007,7 +1010,10 @@ export interface components {
             os: "windows" | "ubuntu" | "debian" | "centos" | "esxi";
             /** @description Display/grouping version (seed 004); with NVMe/TCP, (os, os_version) is the unique key. */
             os_version?: string;
-            /** @description Size such as 40G (type=empty). */
+            /**
+             * @description Size of an empty disk (type=empty): 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T.
+             * @example 40G
+             */
             size?: string;
             /**
              * @description master: clone `name`; empty: a blank sparse disk of `size`.
@@ -1024,7 +1030,10 @@ export interface components {
             iqn: string;
             /** @description Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
             master?: string;
-            /** @description Empty sparse disk size such as 40G, 512M, 1T. Exclusive with master. */
+            /**
+             * @description Empty sparse disk size: 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. Exclusive with master.
+             * @example 40G
+             */
             size?: string;
         };
         CreateWorkerDto: {

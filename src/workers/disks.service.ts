@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { ApiError, badRequest, conflict, internal, notFound } from '../common/api-error';
 import { normalizeId } from '../common/mac';
+import { parseSize } from '../common/size';
 import { AgentHttpError } from '../agents/agent-gateway';
 import { AgentRecord, AgentRegistry } from '../agents/agent-registry';
 import { AgentsService } from '../agents/agents.service';
@@ -70,6 +71,7 @@ export class DisksService {
       const w = this.store.read().workers.get(id);
       if (!w) throw notFound(`worker not found: ${id}`);
       this.checkNoDisk(w, dto);
+      this.checkNameable(id, dto.disk_agent ? [this.pinned(dto.disk_agent)] : this.registry.all().filter((a) => a.enabled && a.role.disk));
       const agent = dto.disk_agent ? this.pinned(dto.disk_agent) : await this.place(dto, new Map());
       const plan = await this.plan(id, dto, agent);
       return await this.execute(id, dto, plan, client);
@@ -96,6 +98,7 @@ export class DisksService {
           out.skipped.push({ worker_id: id, reason: `already has a ${dto.os}${dto.os_version ? ` ${dto.os_version}` : ''} system disk` });
           continue;
         }
+        this.checkNameable(id, t.agent ? [this.pinned(t.agent)] : this.registry.all().filter((a) => a.enabled && a.role.disk));
         const agent = t.agent ? this.pinned(t.agent) : await this.place(dto, extra);
         agentId = agent.id;
         extra.set(agent.id, (extra.get(agent.id) ?? 0) + 1);
@@ -288,6 +291,7 @@ export class DisksService {
       return { agent, transport: 'nvme-tcp', name: `${caps.base_nqn}:${id}.${os_tag}`, filename: `${id}.${os_tag}.img`, os_tag };
     }
     if (!caps.base_iqn) throw new ApiError(502, `agent ${agent.id} reports no base_iqn`);
+    if (id.includes('_')) this.checkNameable(id, []);
     return { agent, transport: 'iscsi', name: `${caps.base_iqn}:${id}.${spec.os}`, filename: `${id}.${spec.os}.img`, os_tag };
   }
 
@@ -304,6 +308,7 @@ export class DisksService {
     if (!candidates.length) throw badRequest('no enabled agent with the disk role is configured');
     // Why each agent is not a candidate, so the answer tells the operator what to fix.
     const why: string[] = [];
+    let notHolding = 0;
     const healthy = (
       await Promise.all(
         candidates.map(async (a) => {
@@ -311,6 +316,7 @@ export class DisksService {
             if (spec.type === 'master') {
               const masters = await this.agents.mastersOf(a);
               if (masters.some((m) => m.name === spec.name)) return a;
+              notHolding++;
               why.push(`${a.id}: does not hold it`);
               return null;
             }
@@ -325,6 +331,8 @@ export class DisksService {
     ).filter((a): a is AgentRecord => a !== null);
     if (!healthy.length) {
       const detail = why.length ? ` (${why.sort().join('; ')})` : '';
+      // Every agent answered and none has it: the name is wrong, not the network (404, not "retry").
+      if (spec.type === 'master' && notHolding === candidates.length) throw notFound(`master not found on any enabled disk agent: ${spec.name}${detail}`);
       throw new ApiError(503, spec.type === 'master' ? `no healthy disk agent holds master ${spec.name}${detail}` : `no healthy disk agent${detail}`);
     }
     const count = new Map<string, number>();
@@ -344,6 +352,18 @@ export class DisksService {
     if (spec.type === 'empty' && !spec.size) throw badRequest('size: required when type=empty');
     if (spec.type === 'master' && spec.size) throw badRequest('size: only with type=empty');
     if (spec.type === 'empty' && spec.name) throw badRequest('name: only with type=master');
+    if (spec.size) parseSize('size', spec.size); // the range too, before any agent is called
+  }
+
+  /**
+   * iSCSI names (IQNs) cannot hold `_` (tgtd refuses it): a worker id with one can only get an
+   * NVMe/TCP disk. Refused before any agent is called when no agent that could take the disk is
+   * known to speak NVMe/TCP (tags or cached capabilities), and again after placement.
+   */
+  private checkNameable(id: string, agents: AgentRecord[]): void {
+    if (!id.includes('_')) return;
+    if (agents.some((a) => a.tags.includes('nvmet') || this.agents.cachedCapabilities(a.id)?.transport === 'nvme-tcp')) return;
+    throw badRequest(`worker_id: ${id} contains '_', which iSCSI target names (IQN) cannot hold; rename the worker (letters, digits, '.', '-') or place the disk on an NVMe/TCP agent`);
   }
 
   private findDisk(w: WorkerRecord, spec: DiskSpecDto): DiskRecord | undefined {

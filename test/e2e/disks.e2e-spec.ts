@@ -238,7 +238,19 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect(['a', 'b']).toContain(u2.body.disks[0].agent);
     // Drained agents take no new disks.
     await t.req('PUT', '/agents/b', { base_url: `http://127.0.0.1:${PORT_B}`, role: { disk: true }, enabled: false });
-    expect((await t.req('POST', '/workers/worker-03/luns/disk', { type: 'master', os: 'debian', name: '_tpl_debian_12.img' })).status).toBe(503);
+    // Every enabled agent answered and none holds it: 404 naming the master (not a 503 that says retry).
+    const none = await t.req('POST', '/workers/worker-03/luns/disk', { type: 'master', os: 'debian', name: '_tpl_debian_12.img' });
+    expect([none.status, none.body.message]).toEqual([404, 'master not found on any enabled disk agent: _tpl_debian_12.img (a: does not hold it)']);
+    // Sizes: one grammar (40G, 40GB, 40GiB); the range is checked before any agent is called.
+    for (const size of ['2GB', '2GiB', '2g']) expect((await t.req('POST', '/workers/luns/disk/batch', { type: 'empty', os: 'centos', size, targets: [{ worker_id: 'worker-03' }], dry_run: true })).status).toBe(200);
+    const big = await t.req('POST', '/workers/worker-03/luns/disk', { type: 'empty', os: 'centos', size: '65T' });
+    expect([big.status, big.body.message]).toEqual([400, 'size: must be between 1M and 64T, got "65T"']);
+    const odd = await t.req('POST', '/workers/worker-03/luns/disk', { type: 'empty', os: 'centos', size: '2 gigs' });
+    expect([odd.status, odd.body.message]).toEqual([400, 'size: must be a size like 40G, 40GB, 40GiB, 512M or 1T']);
+    // A worker id with '_' cannot name an iSCSI target: refused up front when only iSCSI agents could take it.
+    await t.req('POST', '/workers', { worker_id: 'seat_07' });
+    const us = await t.req('POST', '/workers/seat_07/luns/disk', { type: 'empty', os: 'centos', size: '1G', disk_agent: 'a' });
+    expect([us.status, us.body.message]).toEqual([400, expect.stringMatching(/^worker_id: seat_07 contains '_', which iSCSI target names \(IQN\) cannot hold/)]);
     expect((await t.req('POST', '/workers/worker-03/luns/disk', { type: 'master', os: 'debian', name: '_tpl_debian_12.img', disk_agent: 'b' })).body.message).toMatch(/drained/);
   });
 

@@ -11,19 +11,8 @@ export function checkFileName(field: string, name: unknown): string {
   return name;
 }
 
-const UNITS: Record<string, number> = { '': 1, K: 2 ** 10, M: 2 ** 20, G: 2 ** 30, T: 2 ** 40 };
-
-/** `40G`, `512M`, `1T`, `1048576` (bytes); 1 MiB to 64 TiB, a whole number of 512-byte sectors. */
-export function parseSize(field: string, raw: unknown): number {
-  const m = typeof raw === 'string' ? /^(\d{1,15})([KMGT]?)(?:i?B)?$/i.exec(raw.trim()) : null;
-  if (!m) throw badRequest(`${field}: must be a size like 40G, 512M or 1T, got ${JSON.stringify(raw)}`);
-  const bytes = Number(m[1]) * UNITS[m[2].toUpperCase()];
-  if (!Number.isSafeInteger(bytes) || bytes < 2 ** 20 || bytes > 64 * 2 ** 40) {
-    throw badRequest(`${field}: must be between 1M and 64T, got ${JSON.stringify(raw)}`);
-  }
-  if (bytes % 512 !== 0) throw badRequest(`${field}: must be a multiple of 512 bytes`);
-  return bytes;
-}
+/** Sizes: one grammar for both APIs (src/common/size.ts). */
+export { parseSize } from '../../common/size';
 
 /**
  * The part after `<base>:`: what names the target and, by default, its file. iSCSI names allow

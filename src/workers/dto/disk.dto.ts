@@ -1,3 +1,4 @@
+import { SIZE_FORMS, SIZE_PATTERN } from '../../common/size';
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform, Type } from 'class-transformer';
 import { ArrayMaxSize, ArrayMinSize, IsArray, IsBoolean, IsIn, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
@@ -30,10 +31,11 @@ export class DiskSpecDto {
   @MaxLength(255)
   name?: string;
 
-  /** Size such as 40G (type=empty). */
+  /** Size of an empty disk (type=empty): 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. */
   @IsOptional()
   @IsString()
-  @MaxLength(32)
+  @Matches(SIZE_PATTERN, { message: `must be ${SIZE_FORMS}` })
+  @ApiProperty({ required: false, pattern: SIZE_PATTERN.source, example: '40G' })
   size?: string;
 }
 

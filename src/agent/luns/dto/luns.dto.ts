@@ -1,5 +1,6 @@
+import { SIZE_FORMS, SIZE_PATTERN } from '../../../common/size';
 import { ApiProperty } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, IsOptional, IsString, MaxLength } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
 import { QueryBool } from '../../../common/validators';
 
 export class CreateLunDiskDto {
@@ -20,10 +21,11 @@ export class CreateLunDiskDto {
   @MaxLength(255)
   master?: string;
 
-  /** Empty sparse disk size such as 40G, 512M, 1T. Exclusive with master. */
+  /** Empty sparse disk size: 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. Exclusive with master. */
   @IsOptional()
   @IsString()
-  @MaxLength(32)
+  @Matches(SIZE_PATTERN, { message: `must be ${SIZE_FORMS}` })
+  @ApiProperty({ required: false, pattern: SIZE_PATTERN.source, example: '40G' })
   size?: string;
 
   /** nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
