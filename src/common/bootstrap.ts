@@ -6,10 +6,11 @@ import { LedgerFileError } from '../store/ledger-map';
  * Shared entry point of both processes: validated config or exit 2 naming the variable, a
  * corrupt state file is exit 3 naming file and line, then listen.
  */
-export async function runMain<C extends { port: number; host: string }>(
+export async function runMain<C extends { port: number; host: string; tls?: unknown; token?: string }>(
   name: string,
   load: () => C,
   create: (config: C) => Promise<INestApplication>,
+  tokenVar = 'IPXE_CP_TOKEN',
 ): Promise<void> {
   let config: C;
   try {
@@ -24,6 +25,14 @@ export async function runMain<C extends { port: number; host: string }>(
   try {
     const app = await create(config);
     await app.listen(config.port, config.host);
+    // What a newcomer needs first: where it listens, where the docs are, whether a token is needed.
+    const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
+    const base = `${config.tls ? 'https' : 'http'}://${host}:${config.port}`;
+    process.stdout.write(
+      `${name} listening on ${base} (bound to ${config.host}:${config.port})\n` +
+        `  Swagger UI: ${base}/docs\n  OpenAPI:    ${base}/openapi.json\n` +
+        `  auth:       ${config.token ? `bearer token required (${tokenVar} is set)` : `OFF: no ${tokenVar}, every route is open`}\n`,
+    );
   } catch (e) {
     if (e instanceof LedgerFileError) {
       process.stderr.write(`${name}: cannot start: corrupt state file ${e.message}\n`);
