@@ -75,6 +75,9 @@ describe('kurrent CLI', () => {
   it('help, completion and usage errors', async () => {
     const help = await ok(['--help']);
     expect(help.out).toMatch(/Exit codes: 0 ok/);
+    // `npx kurrent` in the checkout runs the same program (package.json bin), without any install.
+    const npx = await new Promise<string>((resolve) => execFile('npx', ['--no-install', 'kurrent', '--help'], { cwd: path.join(__dirname, '../..'), env: { ...process.env, ...env() } }, (_e, out) => resolve(out)));
+    expect(npx).toBe(help.out);
     for (const v of [['workers', 'disk', 'create'], ['devices', 'window', 'open'], ['workers', 'credential', 'set'], ['ops', 'list']]) {
       expect((await ok([...v, '--help'])).out).toMatch(new RegExp(`Example:\\n  \\$ kurrent ${v.join(' ')}`));
     }
