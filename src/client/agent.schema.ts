@@ -211,7 +211,7 @@ export interface components {
              * @example 40G
              */
             size?: string;
-        };
+        } & (unknown | unknown);
         CreatedLunDto: {
             backing: string;
             cd?: boolean;

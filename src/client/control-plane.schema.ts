@@ -810,7 +810,13 @@ export interface components {
              * @enum {string}
              */
             type: "master" | "empty";
-        };
+        } & ({
+            /** @enum {unknown} */
+            type?: "master";
+        } | {
+            /** @enum {unknown} */
+            type?: "empty";
+        });
         BatchDiskFailedDto: {
             agent: string | null;
             error: string;
@@ -1020,7 +1026,13 @@ export interface components {
              * @enum {string}
              */
             type: "master" | "empty";
-        };
+        } & ({
+            /** @enum {unknown} */
+            type?: "master";
+        } | {
+            /** @enum {unknown} */
+            type?: "empty";
+        });
         CreateLunDiskDto: {
             /** @description nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
             allowed_hosts?: string[];
@@ -1035,7 +1047,7 @@ export interface components {
              * @example 40G
              */
             size?: string;
-        };
+        } & (unknown | unknown);
         CreateWorkerDto: {
             /** @description Defaults to x86_64. */
             arch?: string;
@@ -1411,7 +1423,7 @@ export interface components {
              * @enum {number}
              */
             generate?: true;
-        };
+        } & (unknown | unknown);
         SetEnforcementDto: {
             /** @description Require a signed one-time challenge before /boot-vars releases per-worker variables. */
             enabled: boolean;

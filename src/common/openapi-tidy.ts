@@ -1,6 +1,72 @@
 import type { OpenAPIObject } from '@nestjs/swagger';
 
 type Node = Record<string, unknown>;
+
+/** A MAC as clients may send it: colons, hyphens, Cisco dots or bare hex, any case. */
+const MAC_IN = '^(?:[0-9A-Fa-f]{2}(?:[:-]?[0-9A-Fa-f]{2}){5}|[0-9A-Fa-f]{4}\\.[0-9A-Fa-f]{4}\\.[0-9A-Fa-f]{4})$';
+/** A MAC as the server answers it: lower-case colon form. */
+const MAC_OUT = '^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$';
+const ID_IN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$';
+const ID_OUT = '^[a-z0-9][a-z0-9._-]{0,62}$';
+const AGENT = '^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$';
+const IQN = '^iqn\\.\\d{4}-\\d{2}\\.[a-z0-9][a-z0-9.:-]*$';
+const NQN = '^nqn\\.\\d{4}-\\d{2}\\.[a-z0-9][A-Za-z0-9._:-]*$';
+const OS_TAG = '^[0-9a-f]{12}$';
+const URL = '^https?://[^\\s/?#]+(?::\\d+)?/?$';
+
+/**
+ * Patterns of identifiers, by schema property, where the server guarantees (answers) or requires
+ * (requests) the form. Fields that echo raw input back (a failed import's mac) have none.
+ */
+const PROPERTY_PATTERNS: Record<string, Record<string, string>> = {
+  DeviceDto: { mac: MAC_OUT, bound_worker_id: ID_OUT },
+  DnsmasqBindingDto: { mac: MAC_OUT, hostname: ID_OUT },
+  WorkerDto: { mac: MAC_OUT, bound_device: MAC_OUT, worker_id: ID_OUT, hostname: ID_OUT, default_disk: OS_TAG },
+  WorkerMacDto: { mac: MAC_OUT, bound_device: MAC_OUT, worker_id: ID_OUT, hostname: ID_OUT, default_disk: OS_TAG },
+  DiskDto: { agent: AGENT, iqn: IQN, nqn: NQN, os_tag: OS_TAG },
+  CdDto: { agent: AGENT, iqn: IQN },
+  AgentDto: { id: AGENT, base_url: URL },
+  CreateAgentDto: { id: AGENT, base_url: URL },
+  UpdateAgentDto: { base_url: URL },
+  ProbeAgentDto: { base_url: URL, agent_id: AGENT },
+  BatchPairDto: { mac: MAC_IN, worker_id: ID_IN },
+  ImportEntryDto: { mac: MAC_IN },
+  BatchMatchedDto: { mac: MAC_OUT, worker_id: ID_OUT },
+  BatchSucceededDto: { mac: MAC_OUT, worker_id: ID_OUT },
+  BatchDiskTargetDto: { worker_id: ID_IN, agent: AGENT },
+  BatchDiskOkDto: { worker_id: ID_OUT, agent: AGENT },
+  CredentialDto: { worker_id: ID_OUT, hostnqn: NQN },
+  CredentialPushDto: { agent: AGENT },
+  BootVarsDto: { disk_nqn: NQN, hostnqn: NQN },
+  BootMenuItemDto: { os_tag: OS_TAG },
+  LunTargetDto: { iqn: IQN, nqn: NQN },
+  CreatedLunDto: { iqn: '^(?:iqn|nqn)\\.\\d{4}-\\d{2}\\.' },
+};
+
+/** Path parameters: what the router accepts in each. */
+const PATH_PATTERNS: Record<string, string> = { mac: MAC_IN, worker_id: ID_IN, agent_id: '^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$', hostnqn: NQN };
+
+/**
+ * Rules between fields that a property list cannot say, as JSON Schema: exactly one of master or
+ * size for a disk, exactly one of generate or dhchap_key, at least one field of default-os.
+ */
+const CONDITIONS: Record<string, Node> = {
+  CreateDiskDto: {
+    oneOf: [
+      { properties: { type: { enum: ['master'] } }, required: ['name'], not: { required: ['size'] } },
+      { properties: { type: { enum: ['empty'] } }, required: ['size'], not: { required: ['name'] } },
+    ],
+  },
+  BatchDiskDto: {
+    oneOf: [
+      { properties: { type: { enum: ['master'] } }, required: ['name'], not: { required: ['size'] } },
+      { properties: { type: { enum: ['empty'] } }, required: ['size'], not: { required: ['name'] } },
+    ],
+  },
+  CreateLunDiskDto: { oneOf: [{ required: ['master'], not: { required: ['size'] } }, { required: ['size'], not: { required: ['master'] } }] },
+  SetCredentialDto: { oneOf: [{ required: ['generate'], not: { required: ['dhchap_key'] } }, { required: ['dhchap_key'], not: { required: ['generate'] } }] },
+  DefaultOsDto: { minProperties: 1 },
+};
 const isObj = (v: unknown): v is Node => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function walk(v: unknown, fn: (n: Node) => void): void {
@@ -53,5 +119,22 @@ export function tidySpec(doc: OpenAPIObject): OpenAPIObject {
     }
   }
   for (const s of Object.values((doc.components?.securitySchemes ?? {}) as unknown as Record<string, Node>)) delete s.bearerFormat;
+  for (const [name, props] of Object.entries(PROPERTY_PATTERNS)) {
+    for (const [prop, pattern] of Object.entries(props)) {
+      const p = (schemas[name]?.properties as Record<string, Node> | undefined)?.[prop];
+      if (!p) continue;
+      const target = p.type === 'array' ? (p.items as Node) : p;
+      if (target.type === 'string' && !target.pattern && !target.enum) target.pattern = pattern;
+    }
+  }
+  for (const [name, rule] of Object.entries(CONDITIONS)) if (schemas[name]) Object.assign(schemas[name], rule);
+  for (const item of Object.values(doc.paths)) {
+    for (const op of Object.values(item as Record<string, Node>)) {
+      for (const par of (op?.parameters as Node[] | undefined) ?? []) {
+        const schema = par.schema as Node | undefined;
+        if (par.in === 'path' && schema && !schema.pattern && !schema.enum && PATH_PATTERNS[par.name as string]) schema.pattern = PATH_PATTERNS[par.name as string];
+      }
+    }
+  }
   return doc;
 }

@@ -129,6 +129,20 @@ describe('schema names and what the generator cannot say', () => {
     expect([...names].filter(([, files]) => files.length > 1)).toEqual([]);
   });
 
+  it('identifiers carry their patterns and rules between fields are JSON Schema', () => {
+    const doc = JSON.parse(fs.readFileSync(path.join(__dirname, '../../openapi/control-plane.openapi.json'), 'utf8'));
+    const s = doc.components.schemas;
+    expect(s.DeviceDto.properties.mac.pattern).toBe('^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$');
+    expect(s.AgentDto.properties.base_url.pattern).toMatch(/^\^https\?:/);
+    expect(s.DiskDto.properties.nqn.pattern).toMatch(/^\^nqn/);
+    expect(s.CreateDiskDto.oneOf).toHaveLength(2);
+    expect(s.SetCredentialDto.oneOf).toHaveLength(2);
+    expect(s.DefaultOsDto.minProperties).toBe(1);
+    const mac = doc.paths['/devices/{mac}'].get.parameters.find((p: { name: string }) => p.name === 'mac');
+    expect(new RegExp(mac.schema.pattern).test('00-0C-29-B9-8B-2D')).toBe(true);
+    expect(doc.paths['/workers/{worker_id}'].get.parameters[0].schema.pattern).toBeDefined();
+  });
+
   it('patterns are ECMA-262 sources, errors are JSON, bodies are closed, the token is no JWT', () => {
     for (const file of ['control-plane.openapi.json', 'agent.openapi.json']) {
       const text = fs.readFileSync(path.join(__dirname, '../../openapi', file), 'utf8');
