@@ -7,6 +7,7 @@ import { AppConfig } from './config/app-config';
 import { operationId } from './common/operation-ids';
 import { registerSchemas } from './common/validation';
 import { strictHttp } from './common/routes';
+import { installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from './common/openapi-tidy';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -67,6 +68,7 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
     { bufferLogs: true, logger: opts.quiet ? false : undefined, bodyParser: false },
   );
   strictHttp(app.getHttpAdapter().getInstance());
+  installFastBootRoutes(app);
   if (!opts.quiet) app.useLogger(app.get(Logger));
   await installAccessLog(app, config);
   app.enableShutdownHooks();
