@@ -111,11 +111,19 @@ export function buildProgram(io: Io, env: NodeJS.ProcessEnv = process.env): Comm
       const data = await call(api().POST('/agents', { body: { id, base_url: o.baseUrl, ...agentBody(o) } }));
       print(data, () => fields(data as never));
     });
-  agentOptions(verb(agents, 'update', 'change an agent (base URL required, as PUT says)', 'kurrent agents update st1 --base-url http://10.0.0.3:4840 --iscsi-server 10.0.0.3'))
+  /** PUT replaces an agent: the CLI sends what the agent has now with the given changes on top. */
+  const putAgent = async (id: string, change: (a: Schemas['AgentDto']) => Record<string, unknown>) => {
+    const all = await call(api().GET('/agents', { params: { query: { live: false } } }));
+    const a = all.find((x) => x.id === id);
+    if (!a) throw new CliError(`404: agent not found: ${id}`, EXIT.notFound);
+    const body = { base_url: a.base_url, iscsi_server: a.iscsi_server, role: a.role, tags: a.tags, enabled: a.enabled, ...change(a) };
+    return call(api().PUT('/agents/{agent_id}', { params: { path: { agent_id: id } }, body: body as never }));
+  };
+  agentOptions(verb(agents, 'update', 'change some fields of an agent (the others stay)', 'kurrent agents update st1 --iscsi-server 10.0.0.3'))
     .argument('<id>')
-    .requiredOption('--base-url <url>', "the agent's HTTP API")
-    .action(async (id: string, o: { baseUrl: string }) => {
-      const data = await call(api().PUT('/agents/{agent_id}', { params: { path: { agent_id: id } }, body: { base_url: o.baseUrl, ...agentBody(o) } }));
+    .option('--base-url <url>', "the agent's HTTP API")
+    .action(async (id: string, o: { baseUrl?: string }) => {
+      const data = await putAgent(id, () => ({ ...(o.baseUrl ? { base_url: o.baseUrl } : {}), ...agentBody(o) }));
       print(data, () => fields(data as never));
     });
   for (const [name, enabled, what] of [
@@ -125,10 +133,7 @@ export function buildProgram(io: Io, env: NodeJS.ProcessEnv = process.env): Comm
     verb(agents, name, what, `kurrent agents ${name} st1`)
       .argument('<id>')
       .action(async (id: string) => {
-        const all = await call(api().GET('/agents', { params: { query: { live: false } } }));
-        const a = all.find((x) => x.id === id);
-        if (!a) throw new CliError(`404: agent not found: ${id}`, EXIT.notFound);
-        const data = await call(api().PUT('/agents/{agent_id}', { params: { path: { agent_id: id } }, body: { base_url: a.base_url, role: a.role, tags: a.tags, enabled } }));
+        const data = await putAgent(id, () => ({ enabled }));
         print(data, () => `${id}: ${enabled ? 'enabled' : 'drained'}\n`);
       });
   }

@@ -133,13 +133,15 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
       if (!this.credentials.isDue(r, now)) out.not_due++;
       else jobs.push(this.credentials.removeQueued(r).then((o) => note(o, 'removed')));
     }
-    // Hosts of ours on an agent that no credential or queued removal accounts for.
+    // Hosts of ours on an agent that no credential or queued removal accounts for (one set per
+    // pass: a lookup per listed host, not a scan of every credential).
+    const known = new Set<string>();
+    for (const c of this.creds.all()) for (const a of Object.keys(c.agents)) known.add(`${c.hostnqn}\0${a}`);
+    for (const r of this.creds.removals()) known.add(`${r.hostnqn}\0${r.agent}`);
     for (const [agent, listing] of listings) {
       if (typeof listing === 'string') continue;
       for (const hostnqn of listing.keys()) {
-        if (!this.credentials.isOurHostNqn(hostnqn)) continue;
-        const known = this.creds.all().some((c) => c.hostnqn === hostnqn && c.agents[agent]) || this.creds.removals().some((r) => r.hostnqn === hostnqn && r.agent === agent);
-        if (known) continue;
+        if (!this.credentials.isOurHostNqn(hostnqn) || known.has(`${hostnqn}\0${agent}`)) continue;
         const worker_id = hostnqn.slice(hostnqn.indexOf(':host.') + 6);
         if (this.creds.get(worker_id) && !this.creds.get(worker_id)!.revoked && this.credentials.desired(worker_id).has(agent)) continue;
         jobs.push(

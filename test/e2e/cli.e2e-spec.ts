@@ -94,11 +94,12 @@ describe('kurrent CLI', () => {
     expect((await ok(['agents', 'add', 'n1', '--base-url', agentUrl, '--agent-token', 'agent-token', '--iscsi-server', '10.0.0.9', '--role', 'disk', '--tag', 'storage,nvmet', '--json'])).json).toMatchObject({ id: 'n1', iscsi_server: '10.0.0.9' });
     const again = await cli(['agents', 'add', 'n1', '--base-url', agentUrl]);
     expect([again.code, again.err]).toEqual([5, expect.stringMatching(/^kurrent: 409: /)]);
-    expect((await ok(['agents', 'update', 'n1', '--base-url', agentUrl, '--agent-token', 'agent-token', '--iscsi-server', '10.0.0.10', '--role', 'disk', '--json'])).json.iscsi_server).toBe('10.0.0.10');
+    // update changes what it is given and keeps the rest (PUT replaces: the CLI merges first).
+    expect((await ok(['agents', 'update', 'n1', '--iscsi-server', '10.0.0.10', '--json'])).json).toMatchObject({ iscsi_server: '10.0.0.10', tags: ['storage', 'nvmet'], role: { disk: true, cd: false } });
     const list = await ok(['agents', 'list', '--json']);
     expect(list.json).toEqual([expect.objectContaining({ id: 'n1', health: 'ok' })]);
     expect((await ok(['agents', 'list'])).out).toMatch(/^ID +BASE_URL/);
-    expect((await ok(['agents', 'drain', 'n1', '--json'])).json.enabled).toBe(false);
+    expect((await ok(['agents', 'drain', 'n1', '--json'])).json).toMatchObject({ enabled: false, iscsi_server: '10.0.0.10', tags: ['storage', 'nvmet'] });
     expect((await ok(['agents', 'enable', 'n1', '--json'])).json.enabled).toBe(true);
     expect((await ok(['masters', '--json'])).json.agents[0].masters).toEqual([expect.objectContaining({ name: '_tpl_ubuntu_2204.img' })]);
     expect((await ok(['agents', 'luns', 'n1', '--json'])).json).toEqual([]);
