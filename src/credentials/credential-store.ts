@@ -1,4 +1,4 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
 import { dhchapKeyError } from '../common/nvme-keys';
 import { AppConfig } from '../config/app-config';
@@ -59,16 +59,19 @@ export const newPush = (): PushRecord => ({ state: 'pending', attempts: 0, last_
  * one at a time (`change`), and a change is visible only once it is on disk.
  */
 @Injectable()
-export class CredentialStore implements OnModuleInit {
+export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   readonly file: string;
   private data: FileShape = { version: 1, credentials: {}, removals: [] };
   private readonly lock = new Mutex();
+
+  private readonly flushMs: number;
 
   constructor(
     config: AppConfig,
     private readonly fs: FileSystem,
   ) {
     this.file = path.join(config.stateDir, 'nvme-credentials.json');
+    this.flushMs = Math.min(config.checkpointMs, 200);
   }
 
   onModuleInit(): void {
@@ -103,19 +106,69 @@ export class CredentialStore implements OnModuleInit {
 
   /**
    * Runs fn on a copy of the state, one change at a time, and makes the result durable before it
-   * becomes the state. A failed write leaves the previous state in place.
+   * becomes the state. A failed write leaves the previous state in place. For secrets and what
+   * operators did (issue, rotate, revoke, delete).
    */
   change<R>(fn: (d: FileShape) => R): Promise<R> {
     return this.lock.run(async () => {
       const next = structuredClone(this.data);
       const r = fn(next);
-      try {
-        await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n', 0o600);
-      } catch (e) {
-        throw storageFailure(e, 'nvme-credentials.json');
-      }
+      await this.write(next);
       this.data = next;
       return r;
     });
+  }
+
+  /**
+   * Push bookkeeping (states, attempts, retry times): applied at once, written by one coalesced
+   * write shortly after. A crash may lose the last of it; the reconciler re-derives it from what
+   * the agents list (a lost "pushed" is found as drift, a lost "failed" is retried), so a fleet-wide
+   * push costs a few file writes, not one per host.
+   */
+  note<R>(fn: (d: FileShape) => R): Promise<R> {
+    return this.lock.run(async () => {
+      const r = fn(this.data);
+      // IPXE_CP_CHECKPOINT_MS=0 (the ledger's write-every-commit mode, used by tests): inline too.
+      if (this.flushMs === 0) await this.write(this.data);
+      else this.scheduleFlush();
+      return r;
+    });
+  }
+
+  /** Writes what note() changed (also at shutdown). */
+  flush(): Promise<void> {
+    return this.lock.run(async () => {
+      if (!this.dirty) return;
+      this.dirty = false;
+      await this.write(this.data);
+    });
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    await this.flush().catch(() => undefined);
+  }
+
+  private dirty = false;
+  private timer: NodeJS.Timeout | null = null;
+
+  private scheduleFlush(): void {
+    this.dirty = true;
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.flush().catch(() => {
+        this.dirty = true; // retried with the next note
+      });
+    }, this.flushMs);
+    this.timer.unref();
+  }
+
+  private async write(d: FileShape): Promise<void> {
+    try {
+      await this.fs.writeAtomic(this.file, JSON.stringify(d, null, 2) + '\n', 0o600);
+    } catch (e) {
+      throw storageFailure(e, 'nvme-credentials.json');
+    }
   }
 }

@@ -219,7 +219,7 @@ export class CredentialsService {
       Object.entries(c.agents).some(([a, p]) => p.state !== 'removing' && (c.revoked || !want.has(a))) ||
       [...want].some(([a, s]) => c.agents[a] && c.agents[a].state === 'pushed' && s.join() !== c.agents[a].subsystems.join());
     if (!changes) return;
-    await this.creds.change((d) => {
+    await this.creds.note((d) => {
       const cur = d.credentials[id];
       if (!cur) return;
       for (const [a, s] of want) {
@@ -280,7 +280,7 @@ export class CredentialsService {
       const c = this.creds.get(id);
       const why = c?.revoked ? 'revoked' : 'no NVMe disk of the worker left on the agent';
       const error = await this.deleteHost(agentId, hostnqn);
-      await this.creds.change((d) => {
+      await this.creds.note((d) => {
         const cur = d.credentials[id];
         const p = cur?.agents[agentId];
         if (!p || p.state !== 'removing') return;
@@ -298,7 +298,7 @@ export class CredentialsService {
       // A worker re-created under the same id wants this host on this agent again: never remove it.
       const live = this.creds.get(r.worker_id);
       const error = live && !live.revoked && this.desired(r.worker_id).has(r.agent) ? null : await this.deleteHost(r.agent, r.hostnqn);
-      await this.creds.change((d) => {
+      await this.creds.note((d) => {
         const i = d.removals.findIndex((x) => x.hostnqn === r.hostnqn && x.agent === r.agent);
         if (i < 0) return;
         if (!error) d.removals.splice(i, 1);
@@ -346,7 +346,7 @@ export class CredentialsService {
   }
 
   private async recordAttempt(id: string, agentId: string, error: string | null, rejected: boolean, ok?: Pick<PushRecord, 'key_sha256' | 'subsystems'>): Promise<PushRecord | null> {
-    return this.creds.change((d) => {
+    return this.creds.note((d) => {
       const p = d.credentials[id]?.agents[agentId];
       if (!p || p.state === 'removing') return null;
       if (error) this.fail(p, error, rejected);
