@@ -21,6 +21,8 @@ export interface PushRecord {
   key_sha256: string | null;
   /** Subsystems the agent last linked to the host. */
   subsystems: string[];
+  /** The last failure was the agent saying no (an HTTP error), not the agent being away. */
+  rejected?: boolean;
 }
 
 export interface CredentialRecord {

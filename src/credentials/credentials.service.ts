@@ -350,7 +350,7 @@ export class CredentialsService {
       const p = d.credentials[id]?.agents[agentId];
       if (!p || p.state === 'removing') return null;
       if (error) this.fail(p, error, rejected);
-      else Object.assign(p, { state: 'pushed', attempts: 0, last_error: null, last_attempt_at: this.clock.isoNow(), next_attempt_at: null, ...ok });
+      else Object.assign(p, { state: 'pushed', attempts: 0, last_error: null, last_attempt_at: this.clock.isoNow(), next_attempt_at: null, rejected: false, ...ok });
       return { ...p };
     });
   }
@@ -363,8 +363,10 @@ export class CredentialsService {
     const delay = Math.min(base * 2 ** (p.attempts - 1), BACKOFF_CAP_MS) * (1 + Math.random() * 0.25);
     // Whole seconds, rounded up: the record shows the same form as every other timestamp.
     p.next_attempt_at = new Date(Math.ceil((this.clock.now().getTime() + delay) / 1000) * 1000).toISOString().replace(/\.\d{3}Z$/, '+00:00');
-    if ('state' in p && p.state !== 'removing') p.state = 'failed';
-    if ('state' in p) (p as PushRecord & { rejected?: boolean }).rejected = rejected;
+    if ('state' in p) {
+      if (p.state !== 'removing') p.state = 'failed';
+      p.rejected = rejected;
+    }
   }
 
   /** Runs fn after every earlier push or removal of this host on this agent (the lock goes when idle). */

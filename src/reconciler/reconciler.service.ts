@@ -123,7 +123,7 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
           continue;
         }
         // Pending or failed: due by backoff, or at once when the failure was the agent being away.
-        const wasAway = p.attempts > 0 && !(p as { rejected?: boolean }).rejected;
+        const wasAway = p.attempts > 0 && !p.rejected;
         if (this.credentials.isDue(p, now) || wasAway) {
           jobs.push(this.credentials.pushTo(c.worker_id, agent, p.attempts ? 'retry' : 'create').then((o) => note(o, 'pushed')));
         } else out.not_due++;
