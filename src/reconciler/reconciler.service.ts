@@ -24,7 +24,6 @@ import { LedgerStore } from '../store/ledger.store';
 export class ReconcilerService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly log = new Logger('Reconciler');
   private running: Promise<ReconcileResultDto> | null = null;
-  private stopped = false;
 
   constructor(
     private readonly credentials: CredentialsService,
@@ -49,7 +48,6 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
   }
 
   onApplicationShutdown(): void {
-    this.stopped = true;
     if (this.scheduler.doesExist('interval', 'credential-reconciler')) this.scheduler.deleteInterval('credential-reconciler');
   }
 
@@ -157,7 +155,6 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
       this.log.log(`pass: ${out.pushed.length} pushed, ${out.removed.length} removed, ${out.failed.length} failed, ${out.not_due} waiting`);
       await this.audit.record('reconcile.pass', { ...(out.failed.length ? { status: 'failed' } : {}), pushed: out.pushed.length, removed: out.removed.length, failed: out.failed.length, not_due: out.not_due, agents_unreachable: out.agents_unreachable, client: 'reconciler' });
     }
-    if (this.stopped) this.log.debug('pass finished after shutdown');
     return out;
   }
 }
