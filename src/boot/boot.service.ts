@@ -15,6 +15,10 @@ import { DiskVarsResolver } from './disk-vars';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
 import { checkVars, IpxeVar, REFUSED_SCRIPT, renderIpxe, ScriptRefused } from './ipxe-script';
 
+function checkFormat(format: unknown): void {
+  if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
+}
+
 type Resolved = { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' };
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
@@ -43,10 +47,9 @@ export class BootService {
   /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
   private readonly refused = new OncePer(Infinity);
 
-  /** The iPXE script (a string) or, with format=json, the variables (an object). */
   /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
   challenge(rawMac: unknown, format: unknown = 'ipxe'): string | { nonce: string; expires_at: string } {
-    if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
+    checkFormat(format);
     const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(rawMac ?? null)})`);
     const c = this.challenges.issue(mac);
@@ -54,6 +57,7 @@ export class BootService {
     return renderIpxe('challenge: sign nonce || mac with the device key', [{ name: 'nonce', grammar: 'hex64', value: c.nonce }]);
   }
 
+  /** The iPXE script (a string) or, with format=json, the variables (an object). */
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootVarsDto {
     const who = this.identify('vars', rawMac, rawHostname, format, nonce, sig);
     if (!who) return format === 'json' ? {} : EMPTY_SCRIPT;
@@ -102,7 +106,7 @@ export class BootService {
 
   /** Format check, MAC and hostname parsing, lookup and (when on) signature enforcement. */
   private identify(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): { r: Resolved; mac: string | null } | null {
-    if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
+    checkFormat(format);
     let mac: string | null = null;
     if (typeof rawMac === 'string' && rawMac.trim() !== '') {
       mac = normalizeMac(rawMac);
