@@ -66,6 +66,8 @@ function validate(id: string, v: unknown): AgentRecord | string {
 export class AgentRegistry implements OnModuleInit {
   readonly file: string;
   private agents = new Map<string, AgentRecord>();
+  /** Bumped whenever the registry is (re)loaded or saved: cached boot answers depend on it. */
+  private rev = 0;
   private stamp: FileStamp | null = null;
   private lastCheck = 0;
 
@@ -105,6 +107,7 @@ export class AgentRegistry implements OnModuleInit {
       }
     }
     this.agents = out;
+    this.rev++;
   }
 
   /** Current agents, reloaded when agents.yml was edited by hand (checked at most every 500 ms). */
@@ -117,6 +120,12 @@ export class AgentRegistry implements OnModuleInit {
   get(id: string): AgentRecord | undefined {
     this.refresh();
     return this.agents.get(id);
+  }
+
+  /** The registry's revision, after the same hand-edit check as get(). */
+  revision(): number {
+    this.refresh();
+    return this.rev;
   }
 
   private refresh(): void {
@@ -153,6 +162,7 @@ export class AgentRegistry implements OnModuleInit {
     };
     await this.fs.writeAtomic(this.file, '# Kurrent storage agents (POST/PUT /agents write this file; tokens may be ${ENV}).\n' + stringify(doc), 0o600);
     this.agents = new Map(next.map((a) => [a.id, a]));
+    this.rev++;
     this.stamp = this.fs.statSync(this.file);
   }
 }

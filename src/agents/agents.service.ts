@@ -24,6 +24,8 @@ export type Capabilities = AgentCapabilitiesDto;
 export class AgentsService implements OnApplicationBootstrap {
   /** Last capabilities seen per agent: /boot-vars reads the backend from here, never from the network. */
   private readonly caps = new Map<string, Capabilities>();
+  /** Bumped when a cached capability set changes (not on every probe): cached boot answers depend on them. */
+  capsRevision = 0;
 
   constructor(
     private readonly registry: AgentRegistry,
@@ -79,6 +81,8 @@ export class AgentsService implements OnApplicationBootstrap {
   async capabilities(a: Pick<AgentRecord, 'id' | 'base_url' | 'token'>, timeoutMs = this.config.agentProbeTimeoutMs): Promise<Capabilities> {
     await this.gateway.call(a, 'GET', '/healthz', { timeoutMs });
     const caps = await this.gateway.call<Capabilities>(a, 'GET', '/capabilities', { timeoutMs });
+    const before = this.caps.get(a.id);
+    if (!before || JSON.stringify(before) !== JSON.stringify(caps)) this.capsRevision++;
     this.caps.set(a.id, caps);
     return caps;
   }
@@ -99,7 +103,7 @@ export class AgentsService implements OnApplicationBootstrap {
       const cur = this.find(rawId);
       const rec = this.record(cur.id, dto, cur.token);
       await this.registry.save(this.registry.all().map((a) => (a.id === cur.id ? rec : a)));
-      this.caps.delete(cur.id);
+      if (this.caps.delete(cur.id)) this.capsRevision++;
       await this.audit.record('agent.update', { agent: rec.id, base_url: rec.base_url, enabled: rec.enabled, token_changed: rec.token !== cur.token, client });
       return this.view(rec);
     });

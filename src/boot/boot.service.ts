@@ -22,6 +22,12 @@ function checkFormat(format: unknown): void {
 type Resolved = { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' };
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
+/** The JSON answer of a refused script: its identity tells render() callers not to cache it. */
+const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, never>;
+
+/** Cached answers kept at most (a flood of unknown MACs must not grow memory without bound). */
+const ANSWER_CACHE_MAX = 50_000;
+type AnswerMap = Map<string | undefined, Map<string | undefined, string | object>>;
 
 /**
  * GET /boot-vars: a read-only projection of the ledger (no writes, no I/O beyond the cached
@@ -47,6 +53,54 @@ export class BootService {
   /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
   private readonly refused = new OncePer(Infinity);
 
+  /**
+   * Rendered answers by (route, format, raw mac, raw hostname), valid while the inputs' revision
+   * is unchanged: the ledger's records (not report telemetry), the settings, the agent registry,
+   * the cached capabilities, the credentials and their push states. Every change to any of them
+   * empties it, so an answer is never older than the state it was rendered from (bench:boot:
+   * rendering was most of the request's own cost). Not used while signature enforcement is on
+   * (each answer then depends on a one-time nonce); refusals and errors are never cached.
+   * Layout: answers[route][format] -> raw mac -> raw hostname -> answer.
+   */
+  private readonly answers: Record<ChallengeUse, Record<'ipxe' | 'json', AnswerMap>> = { vars: { ipxe: new Map(), json: new Map() }, menu: { ipxe: new Map(), json: new Map() } };
+  private answersRevision = -1;
+  private answersSize = 0;
+
+  private revision(): number {
+    return this.store.bootRevision() + this.settings.revision + this.disks.revision();
+  }
+
+  /**
+   * The cache slot of (route, format, mac) — keyed by the raw query values themselves (nested maps,
+   * no key string is built, so no crafted value can make two requests share a slot) — or null
+   * when this request must not use the cache.
+   */
+  private answerSlot(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown): Map<string | undefined, string | object> | null {
+    if ((format !== 'ipxe' && format !== 'json') || (rawMac !== undefined && typeof rawMac !== 'string') || (rawHostname !== undefined && typeof rawHostname !== 'string')) return null;
+    if (this.settings.signatureEnforcement) return null;
+    const rev = this.revision();
+    if (rev !== this.answersRevision || this.answersSize >= ANSWER_CACHE_MAX) {
+      for (const byFormat of Object.values(this.answers)) for (const m of Object.values(byFormat)) m.clear();
+      this.answersRevision = rev;
+      this.answersSize = 0;
+    }
+    const byMac = this.answers[use][format];
+    let slot = byMac.get(rawMac);
+    if (!slot) {
+      byMac.set(rawMac, (slot = new Map()));
+      this.answersSize++; // counted too: a flood of bad MACs must not grow memory either
+    }
+    return slot;
+  }
+
+  private remember<T extends string | object>(slot: Map<string | undefined, string | object> | null, rawHostname: unknown, answer: T): T {
+    if (slot !== null && answer !== REFUSED_SCRIPT && answer !== REFUSED_JSON) {
+      slot.set(rawHostname as string | undefined, typeof answer === 'object' ? Object.freeze(answer) : answer);
+      this.answersSize++;
+    }
+    return answer;
+  }
+
   /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
   challenge(rawMac: unknown, format: unknown = 'ipxe'): string | { nonce: string; expires_at: string } {
     checkFormat(format);
@@ -59,6 +113,13 @@ export class BootService {
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootVarsDto {
+    const slot = this.answerSlot('vars', rawMac, rawHostname, format);
+    const hit = slot?.get(rawHostname as string | undefined);
+    if (hit !== undefined) return hit as string | BootVarsDto;
+    return this.remember(slot, rawHostname, this.renderVars(rawMac, rawHostname, format, nonce, sig));
+  }
+
+  private renderVars(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): string | BootVarsDto {
     const who = this.identify('vars', rawMac, rawHostname, format, nonce, sig);
     if (!who) return format === 'json' ? {} : EMPTY_SCRIPT;
     const { r, mac } = who;
@@ -89,6 +150,13 @@ export class BootService {
    * once here and once there).
    */
   bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootMenuDto {
+    const slot = this.answerSlot('menu', rawMac, rawHostname, format);
+    const hit = slot?.get(rawHostname as string | undefined);
+    if (hit !== undefined) return hit as string | BootMenuDto;
+    return this.remember(slot, rawHostname, this.renderMenu(rawMac, rawHostname, format, nonce, sig));
+  }
+
+  private renderMenu(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): string | BootMenuDto {
     const who = this.identify('menu', rawMac, rawHostname, format, nonce, sig);
     if (!who || who.r.kind !== 'worker') return format === 'json' ? {} : EMPTY_SCRIPT;
     const w = who.r.worker;
@@ -138,7 +206,7 @@ export class BootService {
     } catch (e) {
       if (!(e instanceof ScriptRefused)) throw e;
       this.auditRefusal(e, mac, r.kind === 'worker' ? r.worker.worker_id : null);
-      return format === 'json' ? {} : REFUSED_SCRIPT;
+      return format === 'json' ? REFUSED_JSON : REFUSED_SCRIPT;
     }
   }
 

@@ -46,6 +46,14 @@ export class DiskVarsResolver {
   ) {}
 
   /**
+   * Changes whenever anything this class reads changes: the agent registry (hand edits included),
+   * the cached capabilities, the credentials and their push states. Part of BootService's cache key.
+   */
+  revision(): number {
+    return this.registry.revision() + this.agents.capsRevision + this.credentials.revision;
+  }
+
+  /**
    * The default boot disk: default_disk (os_tag), else the disk of default_os (`explicit`), else
    * the first iSCSI disk (seed 000: base_iqn is handed out before a default is set). An NVMe disk
    * is never an implicit default: its secrets go out only for the disk the operator chose.

@@ -81,6 +81,8 @@ export const GRAMMARS: Record<GrammarName, (v: string) => boolean> = {
 
 /** A fingerprint string as /devices/report stores it: see cleanReportString. */
 export const REPORT_FIELD_MAX = 128;
+/** Printable ASCII words separated by single spaces: nothing for cleanReportString to change. */
+const PLAIN_REPORT = /^[\x21-\x7e]+(?: [\x21-\x7e]+)*$/;
 
 /**
  * Free text from the unauthenticated /devices/report (SMBIOS strings, chip names): control
@@ -89,6 +91,8 @@ export const REPORT_FIELD_MAX = 128;
  * dropped, whitespace runs become one space, and the result is cut to REPORT_FIELD_MAX characters.
  */
 export function cleanReportString(raw: string): string {
+  // What firmware almost always sends (printable ASCII, single spaces, short) is already clean.
+  if (raw.length <= REPORT_FIELD_MAX && PLAIN_REPORT.test(raw)) return raw;
   const kept = raw.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\p{Cf}\u{10000}-\u{10ffff}]|[\ud800-\udfff]/gu, ' ');
   return kept.replace(/\s+/g, ' ').trim().slice(0, REPORT_FIELD_MAX).trim();
 }

@@ -64,6 +64,8 @@ export const newPush = (): PushRecord => ({ state: 'pending', attempts: 0, last_
 export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   readonly file: string;
   private data: FileShape = { version: 1, credentials: {}, removals: [] };
+  /** Bumped by every change and note: cached boot answers depend on the credentials and push states. */
+  revision = 0;
   private readonly lock = new Mutex();
 
   private readonly flushMs: number;
@@ -92,6 +94,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
       c.agents ??= {};
     }
     this.data = { version: 1, credentials: obj.credentials ?? {}, removals: obj.removals ?? [] };
+    this.revision++;
   }
 
   get(workerId: string): CredentialRecord | undefined {
@@ -117,6 +120,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
       const r = fn(next);
       await this.write(next);
       this.data = next;
+      this.revision++;
       return r;
     });
   }
@@ -130,6 +134,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   note<R>(fn: (d: FileShape) => R): Promise<R> {
     return this.lock.run(async () => {
       const r = fn(this.data);
+      this.revision++;
       // IPXE_CP_CHECKPOINT_MS=0 (the ledger's write-every-commit mode, used by tests): inline too.
       if (this.flushMs === 0) await this.write(this.data);
       else this.scheduleFlush();

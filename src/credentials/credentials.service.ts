@@ -318,6 +318,11 @@ export class CredentialsService {
    * The NVMe boot credential of a worker for a disk, or null when it must not boot: no or revoked
    * credential, or the disk's agent does not (yet) hold this secret with a link to the disk.
    */
+  /** Changes with every credential or push-state change (cached boot answers depend on both). */
+  get revision(): number {
+    return this.creds.revision;
+  }
+
   bootCredential(workerId: string, disk: DiskRecord): { hostnqn: string; tls_psk: string } | null {
     const c = this.creds.get(workerId);
     if (!c || c.revoked || !disk.nqn) return null;

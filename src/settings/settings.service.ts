@@ -38,6 +38,8 @@ export interface WindowView {
 export class SettingsService implements OnModuleInit {
   readonly file: string;
   private data: SettingsFile = {};
+  /** Bumped whenever the settings change: cached boot answers depend on them (BootAnswerCache). */
+  revision = 0;
 
   constructor(
     private readonly config: AppConfig,
@@ -76,6 +78,7 @@ export class SettingsService implements OnModuleInit {
       }
     }
     this.data = parsed as SettingsFile;
+    this.revision++;
   }
 
   // ---- registration window (seed 004 section 1) ----
@@ -208,6 +211,7 @@ export class SettingsService implements OnModuleInit {
   private async save(next: SettingsFile): Promise<void> {
     await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n');
     this.data = next;
+    this.revision++;
   }
 
   /** Effective value: settings.json, else IPXE_CP_AUTO_REGISTER. */

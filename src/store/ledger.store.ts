@@ -228,6 +228,15 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     return this;
   }
 
+  /**
+   * Changes whenever a device or worker record changes (commits, replays, hand edits picked up by
+   * read()), but not on report telemetry (last_seen, fingerprint), which no boot answer contains.
+   */
+  bootRevision(): number {
+    this.read();
+    return this.devices.version + this.workers.version;
+  }
+
   /** Runs fn under the write lock. */
   exclusive<R>(fn: () => Promise<R> | R): Promise<R> {
     return this.lock.run(fn);

@@ -109,4 +109,28 @@ describe('GET /boot-vars (section 5)', () => {
     expect((await get('?mac=00:0c:29:b9:8b:2d&format=xml')).status).toBe(400);
     expect((await get('?mac=00:0c:29:b9:8b:2d&mac=00:0c:29:b9:8b:2e')).status).toBe(400);
   });
+
+  it('a cached answer never outlives its inputs: an agents.yml hand edit changes the next answer', async () => {
+    await seed();
+    const file = path.join(t.dir, 'state/workers.yml');
+    fs.writeFileSync(
+      file,
+      fs
+        .readFileSync(file, 'utf8')
+        .replace('"disks":[]', '"disks":[{"agent":"a1","iqn":"iqn.2026-07.com.controller:worker-01.debian","filename":"worker-01.debian.img","backing":"/x/worker-01.debian.img","os":"debian","source":{"type":"empty","size":"1G"}}]'),
+    );
+    const agents = (server: string, tag: string) =>
+      fs.writeFileSync(path.join(t.dir, 'config/agents.yml'), `agents:\n  a1:\n    base_url: http://127.0.0.1:9\n    iscsi_server: ${server}\n    role: { disk: true, cd: false }\n    tags: [${tag}]\n    enabled: true\n`);
+    agents('10.0.0.5', 'stgt');
+    await new Promise((r) => setTimeout(r, 600));
+    const q = '?mac=000c29b98b2d&hostname=worker-01&format=json';
+    expect((await get(q)).body).toMatchObject({ iscsi_server: '10.0.0.5', iscsi_sep: ':::1:' });
+    expect((await get(q)).body).toMatchObject({ iscsi_server: '10.0.0.5' }); // now from the cache
+    agents('10.0.0.6', 'lio');
+    await new Promise((r) => setTimeout(r, 600)); // the registry looks at the file at most every 500 ms
+    expect((await get(q)).body).toMatchObject({ iscsi_server: '10.0.0.6', iscsi_sep: '::::' });
+    // And a ledger change (the default disk's os) right after a cached answer.
+    await t.req('PUT', '/workers/worker-01/default-os', { os: 'debian' });
+    expect((await get('?mac=000c29b98b2d&hostname=worker-01')).text).toContain('set menu-default debian');
+  });
 });
