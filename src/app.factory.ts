@@ -5,7 +5,7 @@ import { Logger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
 import { operationId } from './common/operation-ids';
-import { registerSchemas } from './common/validation';
+import { serveOpenApi } from './common/openapi-serve';
 import { strictHttp } from './common/routes';
 import { installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from './common/openapi-tidy';
@@ -24,13 +24,15 @@ export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
     .setVersion('1.0.0')
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_CP_TOKEN), not a JWT.' })
     .build();
-  const doc = tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));
-  registerSchemas(doc.components?.schemas);
-  return doc;
+  return tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));
 }
 
-/** Routes every worker hits on every boot: not access-logged unless IPXE_CP_ACCESS_LOG=true. */
-export const BOOT_PATH_ROUTES = new Set(['/boot-vars', '/devices/report', '/healthz']);
+/**
+ * Routes every worker hits on every boot (and /healthz, which probes hit): not access-logged
+ * unless IPXE_CP_ACCESS_LOG=true; the boot routes among them are answered before Fastify then
+ * (installFastBootRoutes). Denied and refused boots are audited either way.
+ */
+export const BOOT_PATH_ROUTES = new Set(['/boot-vars', '/boot-menu', '/devices/challenge', '/devices/report', '/healthz']);
 
 /**
  * One access-log line per API request (method, route, status, duration, client), without headers
@@ -62,17 +64,19 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
     new FastifyAdapter({
       bodyLimit: BODY_LIMIT,
       trustProxy: false,
+      // No Express-style middleware is used (logging is a Fastify hook): skip middie and its per-request hook.
+      skipMiddie: true,
       // HTTPS when configured: iPXE pins this certificate (see `npm run tls:pin`).
       ...(config.tls ? { https: { cert: config.tls.cert, key: config.tls.key } } : {}),
     }),
     { bufferLogs: true, logger: opts.quiet ? false : undefined, bodyParser: false },
   );
   strictHttp(app.getHttpAdapter().getInstance());
-  installFastBootRoutes(app);
+  // Routes never access-logged are answered before Fastify (see installFastBootRoutes).
+  installFastBootRoutes(app, { rawPaths: config.accessLog ? [] : [...BOOT_PATH_ROUTES].filter((r) => r !== '/healthz') });
   if (!opts.quiet) app.useLogger(app.get(Logger));
   await installAccessLog(app, config);
   app.enableShutdownHooks();
-  const doc = buildOpenApi(app);
-  SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'openapi.json', yamlDocumentUrl: 'openapi.yaml' });
+  serveOpenApi(app, buildOpenApi, true);
   return app;
 }

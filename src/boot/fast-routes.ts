@@ -1,40 +1,143 @@
+import type { Type } from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { parse as parseQuery } from 'fast-querystring';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AllExceptionsFilter } from '../common/exception.filter';
+import { DevicesController } from '../devices/devices.controller';
+import type { ReportQuery } from '../devices/dto/report.dto';
 import { BootController } from './boot.controller';
 
-type BootRequest = FastifyRequest<{ Querystring: Record<string, unknown> }>;
+type Query = Record<string, unknown>;
+
+interface FastRoute<C> {
+  controller: Type<C>;
+  call: (c: C, req: FastifyRequest<{ Querystring: Query }>) => unknown;
+}
+
+const route = <C>(controller: Type<C>, call: FastRoute<C>['call']): FastRoute<unknown> => ({ controller, call }) as FastRoute<unknown>;
 
 /**
- * The boot path without framework machinery. The BootController stays what documents these
- * routes (OpenAPI, Swagger UI) and what Nest registers; when Fastify registers them, their handlers
- * are swapped for direct calls of the same controller methods: no guard (all three are public), no pipe, no
- * execution context, no interceptor chain. Same code, same headers, the same error shape
- * (the global filter's `toBody`). The profile of a boot storm showed Nest's per-request wrapper as
- * the largest cost after Fastify itself.
+ * The public routes every worker hits on every boot (`GET` only, no auth, no body, no pipe):
+ * /devices/report, /devices/challenge, /boot-vars and /boot-menu. Their Nest controllers stay what
+ * documents them (OpenAPI, Swagger UI) and what Nest registers; when Fastify registers them, their
+ * handlers are swapped for direct calls of the same controller methods: no guard (all are
+ * public), no pipe (their queries are parsed by hand), no execution context, no interceptor chain.
+ * Same code, same headers (`Cache-Control: no-store`, text/plain for strings), the same error
+ * shape (the global filter's `toBody`). The profile of a boot storm showed Nest's per-request
+ * wrapper as the largest cost after Fastify itself.
  */
-export function installFastBootRoutes(app: NestFastifyApplication): void {
+export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPaths: readonly string[] }): void {
   const fastify = app.getHttpAdapter().getInstance();
   const filter = new AllExceptionsFilter();
-  let controller: BootController | undefined;
-  const handlers: Record<string, (c: BootController, req: BootRequest) => unknown> = {
-    '/boot-vars': (c, req) => c.bootVars(req),
-    '/boot-menu': (c, req) => c.bootMenu(req),
-    '/devices/challenge': (c, req) => c.challenge(req),
+  const routes: Record<string, FastRoute<unknown>> = {
+    '/boot-vars': route(BootController, (c, req) => c.bootVars(req)),
+    '/boot-menu': route(BootController, (c, req) => c.bootMenu(req)),
+    '/devices/challenge': route(BootController, (c, req) => c.challenge(req)),
+    // What @ClientIp() gives the Nest route: req.ip.
+    '/devices/report': route(DevicesController, (c, req) => c.report(req.query as ReportQuery, req.ip ?? 'unknown')),
   };
-  fastify.addHook('onRoute', (route) => {
-    const fn = route.method === 'GET' ? handlers[route.url] : undefined;
-    if (!fn) return;
-    route.handler = (req: FastifyRequest, reply: FastifyReply) => {
+  const controllers = new Map<Type<unknown>, unknown>();
+  const controllerOf = (t: Type<unknown>) => {
+    let c = controllers.get(t);
+    if (c === undefined) controllers.set(t, (c = app.get(t)));
+    return c;
+  };
+  const fail = (reply: FastifyReply, e: unknown) => {
+    const body = filter.toBody(e);
+    reply.code(body.statusCode).header('content-type', 'application/json; charset=utf-8');
+    return body;
+  };
+  fastify.addHook('onRoute', (r) => {
+    const fast = r.method === 'GET' ? routes[r.url] : undefined;
+    if (!fast) return;
+    r.handler = (req: FastifyRequest, reply: FastifyReply) => {
       reply.header('cache-control', 'no-store');
       try {
-        if (!controller) controller = app.get<BootController, BootController>(BootController);
-        return Promise.resolve(fn(controller!, req as BootRequest));
+        const out = fast.call(controllerOf(fast.controller), req as FastifyRequest<{ Querystring: Query }>);
+        if (out instanceof Promise) return out.catch((e: unknown) => fail(reply, e));
+        return Promise.resolve(out);
       } catch (e) {
-        const body = filter.toBody(e);
-        reply.code(body.statusCode).header('content-type', 'application/json; charset=utf-8');
-        return Promise.resolve(body);
+        return Promise.resolve(fail(reply, e));
       }
     };
+  });
+
+  // The raw path: see installRawBootPath.
+  const raw: Record<string, FastRoute<unknown>> = {};
+  for (const p of opts.rawPaths) raw[p] = routes[p];
+  if (opts.rawPaths.length) installRawBootPath(app, raw, controllerOf, filter);
+}
+
+/**
+ * The four routes of every boot, for which no access log line is written (unless
+ * IPXE_CP_ACCESS_LOG=true, which turns this path off), answered in the HTTP server's request
+ * listener, before Fastify: a plain `GET` of exactly that path with a query string gets the same
+ * controller call, the same query object (Fastify's own parser, fast-querystring, as find-my-way
+ * calls it), the same `req.ip`, headers, body and error shape as through Fastify, without
+ * Fastify's request and reply objects and the hook chains every other route needs (bench:boot:
+ * they were most of what separated /boot-vars from a bare Fastify route). Anything else (another
+ * method, a path that is not byte-for-byte ours, a `#` in the URL, the server closing) is passed
+ * to Fastify untouched. test/e2e/raw-boot-path.e2e-spec.ts checks the two paths answer alike.
+ */
+function installRawBootPath(
+  app: NestFastifyApplication,
+  routes: Record<string, FastRoute<unknown>>,
+  controllerOf: (t: Type<unknown>) => unknown,
+  filter: AllExceptionsFilter,
+): void {
+  const server = app.getHttpServer() as Server;
+  const fastify = app.getHttpAdapter().getInstance();
+  const fastifyListeners = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  let ready = false;
+  let closing = false;
+  fastify.addHook('onReady', (done) => {
+    ready = true;
+    done();
+  });
+  // While closing, Fastify answers 503 with Connection: close: leave every request to it.
+  fastify.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  const send = (res: ServerResponse, status: number, out: unknown) => {
+    const text = typeof out === 'string';
+    const body = text ? out : JSON.stringify(out);
+    res.writeHead(status, {
+      'cache-control': 'no-store',
+      'content-type': text ? 'text/plain; charset=utf-8' : 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(body);
+  };
+  const fail = (res: ServerResponse, e: unknown) => {
+    const body = filter.toBody(e);
+    send(res, body.statusCode, body);
+  };
+  const handle = (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (req.method !== 'GET' || !ready || closing) return false;
+    const url = req.url ?? '';
+    const q = url.indexOf('?');
+    const fast = routes[q < 0 ? url : url.slice(0, q)];
+    if (!fast || url.includes('#', q)) return false;
+    const query = q < 0 || q === url.length - 1 ? {} : parseQuery(url.slice(q + 1));
+    const request = { query, ip: req.socket.remoteAddress } as FastifyRequest<{ Querystring: Query }>;
+    try {
+      const out = fast.call(controllerOf(fast.controller), request);
+      if (out instanceof Promise)
+        out.then(
+          (v) => send(res, 200, v),
+          (e: unknown) => fail(res, e),
+        );
+      else send(res, 200, out);
+    } catch (e) {
+      fail(res, e);
+    }
+    return true;
+  };
+  server.removeAllListeners('request');
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (handle(req, res)) return;
+    for (const l of fastifyListeners) l.call(server, req, res);
   });
 }

@@ -75,6 +75,7 @@ export async function startApp(
     ...env,
   };
   const app = await createApp(loadConfig(fullEnv), { quiet: true });
+  opts.before?.(app);
   await app.init();
   await app.getHttpAdapter().getInstance().ready();
   const req = injector(app, fullEnv.IPXE_CP_TOKEN);
