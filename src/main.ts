@@ -1,6 +1,4 @@
-import 'reflect-metadata';
-import { createApp } from './app.factory';
-import { runMain } from './common/bootstrap';
-import { loadConfig } from './config/app-config';
+import { start } from './server';
 
-void runMain('kurrent', () => loadConfig(process.env), (c) => createApp(c));
+// The unbundled entry (tests spawn it); `npm start` runs the bundle through src/start.ts.
+void start();

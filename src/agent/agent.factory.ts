@@ -3,7 +3,7 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { BODY_LIMIT, operationId } from '../app.factory';
-import { registerSchemas } from '../common/validation';
+import { serveOpenApi } from '../common/openapi-serve';
 import { strictHttp } from '../common/routes';
 import { tidySpec } from '../common/openapi-tidy';
 import { AgentConfig } from './agent-config';
@@ -19,9 +19,7 @@ export function buildAgentOpenApi(app: NestFastifyApplication): OpenAPIObject {
     .setVersion('1.0.0')
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_AGENT_TOKEN), not a JWT.' })
     .build();
-  const doc = tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));
-  registerSchemas(doc.components?.schemas);
-  return doc;
+  return tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));
 }
 
 /** Builds the storage agent app (main, tests, OpenAPI script). */
@@ -34,6 +32,6 @@ export async function createAgentApp(config: AgentConfig, opts: { quiet?: boolea
   strictHttp(app.getHttpAdapter().getInstance());
   if (!opts.quiet) app.useLogger(app.get(Logger));
   app.enableShutdownHooks();
-  SwaggerModule.setup('docs', app, buildAgentOpenApi(app), { jsonDocumentUrl: 'openapi.json' });
+  serveOpenApi(app, buildAgentOpenApi, false);
   return app;
 }

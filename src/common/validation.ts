@@ -5,9 +5,22 @@ type Schema = { properties?: Record<string, Schema>; nullable?: boolean; $ref?: 
 /** The component schemas of the documents built so far (both apps may live in one test process). */
 const schemas = new Map<string, Schema>();
 
-/** Called with each OpenAPI document: the spec decides where null is allowed. */
-export function registerSchemas(s: Record<string, unknown> | undefined): void {
-  for (const [name, schema] of Object.entries(s ?? {})) schemas.set(name, schema as Schema);
+/** Documents not built yet: built on the first validation that needs them (not at start-up). */
+const pending: (() => Record<string, unknown> | undefined)[] = [];
+
+/**
+ * Called with each OpenAPI document, or a function that builds it: the spec decides where null
+ * is allowed. A function is called once, when a body is first validated, so building the
+ * document (~0.1 s) is not part of start-up.
+ */
+export function registerSchemas(s: Record<string, unknown> | undefined | (() => Record<string, unknown> | undefined)): void {
+  if (typeof s === 'function') pending.push(s);
+  else for (const [name, schema] of Object.entries(s ?? {})) schemas.set(name, schema as Schema);
+}
+
+function schemaOf(name: string): Schema | undefined {
+  while (pending.length) registerSchemas(pending.shift()!());
+  return schemas.get(name);
 }
 
 const refName = (s: Schema | undefined) => (s?.$ref ?? s?.allOf?.[0]?.$ref)?.replace('#/components/schemas/', '');
@@ -19,11 +32,11 @@ function nullProblems(value: unknown, schema: Schema | undefined, prefix: string
     const prop = schema.properties[k];
     if (!prop) continue; // unknown fields: the whitelist check names them
     const field = prefix ? `${prefix}.${k}` : k;
-    const target = refName(prop) ? schemas.get(refName(prop)!) : prop;
+    const target = refName(prop) ? schemaOf(refName(prop)!) : prop;
     if (v === null) {
       if (!prop.nullable && !target?.nullable && !prop.oneOf?.some((o) => o.type === 'null')) out.push({ field, message: 'must not be null' });
     } else if (Array.isArray(v) && prop.items) {
-      const item = refName(prop.items) ? schemas.get(refName(prop.items)!) : prop.items;
+      const item = refName(prop.items) ? schemaOf(refName(prop.items)!) : prop.items;
       v.forEach((x, i) => nullProblems(x, item, `${field}.${i}`, out));
     } else nullProblems(v, target, field, out);
   }
@@ -51,9 +64,10 @@ const fail = (list: { field: string; message: string }[]) =>
 class StrictValidationPipe extends ValidationPipe {
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
     const name = metadata.metatype?.name;
-    if (metadata.type === 'body' && name && schemas.has(name)) {
+    const schema = metadata.type === 'body' && name ? schemaOf(name) : undefined;
+    if (schema) {
       const list: { field: string; message: string }[] = [];
-      nullProblems(value, schemas.get(name), '', list);
+      nullProblems(value, schema, '', list);
       if (list.length) throw fail(list);
     }
     return super.transform(value, metadata);

@@ -261,16 +261,28 @@ export class LedgerMap<T extends object> {
     for (let j = i + 1; j < lines.length; j++) {
       const l = lines[j];
       if (l.trim() === '') continue;
-      const m = ENTRY.exec(l);
-      if (!m) return null;
+      // `  "key": {json}`: a key without escapes (every MAC and worker id) is cut out with
+      // indexOf, which at 10,000 lines costs a fraction of the regular expression it replaces.
+      let keyText: string;
+      let valueText: string;
+      const end = l.indexOf('": {', 3);
+      if (l.startsWith('  "') && end > 0 && l.lastIndexOf('\\', end) < 0) {
+        keyText = l.slice(2, end + 1);
+        valueText = l.slice(end + 3);
+      } else {
+        const m = ENTRY.exec(l);
+        if (!m) return null;
+        [, keyText, valueText] = m;
+      }
       let key: string;
       let value: unknown;
       try {
-        key = JSON.parse(m[1]);
-        value = JSON.parse(m[2]);
+        key = JSON.parse(keyText);
+        value = JSON.parse(valueText);
       } catch {
         return null;
       }
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
       if (out.has(key)) throw new LedgerFileError(this.file, j + 1, `duplicate key ${JSON.stringify(key)}`);
       const r = this.validate(key, value);
       if (!r.ok) throw new LedgerFileError(this.file, j + 1, `${JSON.stringify(key)}: ${r.error}`);
