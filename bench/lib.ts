@@ -49,6 +49,21 @@ export function wrk(url: string, seconds: number, connections: number, script?: 
   });
 }
 
+/** Runs a node script as the load generator (pinned like wrk) and resolves with its stdout. */
+export function runClient(script: string, args: string[]): Promise<string> {
+  const [cmd, argv] = PIN ? ['taskset', ['-c', '0', process.execPath, script, ...args]] : [process.execPath, [script, ...args]];
+  return new Promise((resolve, reject) => {
+    execFile(cmd, argv, { maxBuffer: 1 << 20 }, (err, stdout, stderr) => (err ? reject(new Error(`${script}: ${err.message} ${stderr}`)) : resolve(stdout)));
+  });
+}
+
+/** How `npm run start:prod` starts the control plane: its node flags and script (kept in step). */
+export function prodCommand(root: string): { flags: string[]; script: string } {
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const words = pkg.scripts['start:prod'].replace(/^exec node /, '').split(/\s+/);
+  return { flags: words.filter((w) => w.startsWith('--')), script: path.join(root, words.find((w) => !w.startsWith('--'))!) };
+}
+
 export const macOf = (i: number) =>
   ['02', '00', ...[(i >> 24) & 255, (i >> 16) & 255, (i >> 8) & 255, i & 255].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 export const workerOf = (i: number) => `seat-${String(i).padStart(5, '0')}`;

@@ -1,5 +1,5 @@
 import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { Clock } from '../common/clock';
 import { LedgerStore } from '../store/ledger.store';
 
@@ -52,8 +52,22 @@ export class ChallengeService implements OnModuleInit, OnModuleDestroy {
     return this.byNonce.size;
   }
 
+  /** CSPRNG bytes drawn 2 KiB at a time (one call into OpenSSL per 64 nonces in a signed storm). */
+  private pool = Buffer.alloc(2048);
+  private poolOff = this.pool.length;
+  private random32(): Buffer {
+    if (this.poolOff + 32 > this.pool.length) {
+      randomFillSync(this.pool);
+      this.poolOff = 0;
+    }
+    const out = Buffer.from(this.pool.subarray(this.poolOff, this.poolOff + 32));
+    this.pool.fill(0, this.poolOff, this.poolOff + 32); // a nonce handed out is not kept in the pool
+    this.poolOff += 32;
+    return out;
+  }
+
   issue(mac: string): { nonce: string; expires_at: string } {
-    const nonce = randomBytes(32);
+    const nonce = this.random32();
     const hex = nonce.toString('hex');
     const now = this.clock.now().getTime();
     const expires = now + CHALLENGE_TTL_MS;
