@@ -28,6 +28,11 @@ const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, 
 /** Cached answers kept at most (a flood of unknown MACs must not grow memory without bound). */
 const ANSWER_CACHE_MAX = 50_000;
 type AnswerMap = Map<string | undefined, Map<string | undefined, string | object>>;
+/**
+ * Raw query values that may key a cached answer: absent, or a string no longer than any valid
+ * MAC or hostname spelling, so unauthenticated requests with huge values cannot fill memory.
+ */
+const cacheableRaw = (v: unknown): v is string | undefined => v === undefined || (typeof v === 'string' && v.length <= 255);
 
 /**
  * GET /boot-vars: a read-only projection of the ledger (no writes, no I/O beyond the cached
@@ -76,7 +81,7 @@ export class BootService {
    * when this request must not use the cache.
    */
   private answerSlot(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown): Map<string | undefined, string | object> | null {
-    if ((format !== 'ipxe' && format !== 'json') || (rawMac !== undefined && typeof rawMac !== 'string') || (rawHostname !== undefined && typeof rawHostname !== 'string')) return null;
+    if ((format !== 'ipxe' && format !== 'json') || !cacheableRaw(rawMac) || !cacheableRaw(rawHostname)) return null;
     if (this.settings.signatureEnforcement) return null;
     const rev = this.revision();
     if (rev !== this.answersRevision || this.answersSize >= ANSWER_CACHE_MAX) {
