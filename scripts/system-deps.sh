@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run for real (dnsmasq, ip netns, tgtd, btrfs, nvme-cli,
-# qemu with Debian's iPXE ROM; wrk for the benches)
+# qemu with Debian's iPXE ROM, OVMF and the iPXE build tools; wrk for the benches)
 # when they are missing. Runs as `pretest`, so `npm test` works on a fresh machine (as root).
 set -euo pipefail
 need=()
@@ -15,6 +15,14 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v nvme >/dev/null 2>&1 || need+=(nvme-cli)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
 [ -f /usr/lib/ipxe/qemu/pxe-e1000.rom ] || need+=(ipxe-qemu)
+# Kurrent's own iPXE (npm run build:ipxe) and its UEFI test VM.
+[ -f /usr/share/OVMF/OVMF_CODE_4M.fd ] || need+=(ovmf)
+command -v mcopy >/dev/null 2>&1 || need+=(mtools)
+command -v mkfs.vfat >/dev/null 2>&1 || need+=(dosfstools)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v perl >/dev/null 2>&1 || need+=(perl)
+[ -f /usr/include/lzma.h ] || need+=(liblzma-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing ${need[*]}; run as root or: apt-get install -y ${need[*]}" >&2

@@ -1,0 +1,11 @@
+/* Kurrent's iPXE build options (copied into src/config/local/ by ipxe/build.sh). */
+
+/* Everything after the TFTP pointer is fetched over HTTPS, pinned to the controller's certificate
+ * (TRUST= at build time). */
+#define DOWNLOAD_PROTO_HTTPS
+
+/* The device-key commands (ipxe/src/kurrent_cmd.c): EFI NVRAM only. */
+#define KURRENT_CMD
+
+/* Used by the tests' self-test script; harmless on a worker. */
+#define POWEROFF_CMD
