@@ -18,6 +18,8 @@ WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
+# The scripts GET /ipxe/{name} serves (IPXE_CP_IPXE_SCRIPTS_DIR).
+COPY docker/tftp ./docker/tftp
 ENV IPXE_CP_CONFIG_DIR=/app/config IPXE_CP_STATE_DIR=/app/state IPXE_CP_DNSMASQ_DIR=/app/dnsmasq
 VOLUME ["/app/config", "/app/state", "/app/dnsmasq"]
 EXPOSE 4839

@@ -22,8 +22,8 @@ export function describePin(certFile: string): string[] {
     `certificate  ${x.subject.replace(/\n/g, ', ')}; valid ${x.validFrom} .. ${x.validTo}${x.subjectAltName ? `; ${x.subjectAltName}` : ''}`,
     `sha256       ${x.fingerprint256}`,
     `ipxe trust   ${hex}`,
-    `build        make -C ipxe/src bin/undionly.kpxe bin-x86_64-efi/ipxe.efi TRUST=${abs}`,
-    `controller   IPXE_CP_TLS_CERT=${abs} IPXE_CP_TLS_KEY=<its key>; in boot.ipxe.cfg: set controller https://<this host>:4839`,
+    `build        KURRENT_IPXE_TRUST=${abs} npm run build:ipxe   (UEFI e1000 ROM + snponly.efi, in build/ipxe/out)`,
+    `controller   IPXE_CP_TLS_CERT=${abs} IPXE_CP_TLS_KEY=<its key>; in docker/tftp/boot.ipxe: set controller-https https://<this host>:4839`,
   ];
 }
 

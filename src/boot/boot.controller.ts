@@ -1,9 +1,10 @@
-import { applyDecorators, Controller, Get, Header, Req } from '@nestjs/common';
+import { applyDecorators, Controller, Get, Header, Param, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { ApiExtraModels, ApiOkResponse, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
+import { ApiExtraModels, ApiOkResponse, ApiParam, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { BootService } from './boot.service';
+import { IPXE_SCRIPTS, IpxeScriptsService } from './ipxe-scripts.service';
 import { BootMenuDto, BootVarsDto, ChallengeDto } from './dto/boot-vars.dto';
 
 /** The query of /boot-vars and /boot-menu: who is asking, the answer's form, and the signed nonce. */
@@ -29,7 +30,10 @@ function BootQuery() {
 @ApiExtraModels(BootVarsDto, BootMenuDto, ChallengeDto)
 @Controller()
 export class BootController {
-  constructor(private readonly boot: BootService) {}
+  constructor(
+    private readonly boot: BootService,
+    private readonly scripts: IpxeScriptsService,
+  ) {}
 
   /**
    * Per-worker iPXE variables (no auth, read-only). Lookup: hostname, else mac -> bound worker;
@@ -115,5 +119,23 @@ export class BootController {
   })
   challenge(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | ChallengeDto {
     return this.boot.challenge(req.query.mac, req.query.format ?? 'ipxe');
+  }
+
+  /**
+   * The scripts after the first hop, for an iPXE with HTTPS (no auth): the shipped
+   * `boot.ipxe.cfg` and `menu.ipxe` (IPXE_CP_IPXE_SCRIPTS_DIR). Kurrent's iPXE chains them over
+   * HTTPS with the controller's certificate pinned at build time, so nothing after the TFTP
+   * pointer can be altered on the network; a stock iPXE keeps fetching them over TFTP.
+   */
+  @ApiErrors('public', 404)
+  @Public()
+  @Get('ipxe/:name')
+  @Header('Cache-Control', 'no-store')
+  @Header('Content-Type', 'text/plain; charset=utf-8')
+  @ApiProduces('text/plain')
+  @ApiParam({ name: 'name', enum: [...IPXE_SCRIPTS] })
+  @ApiOkResponse({ description: 'The iPXE script.', content: { 'text/plain': { schema: { type: 'string', example: '#!ipxe\n...' } } } })
+  ipxeScript(@Param('name') name: string): string {
+    return this.scripts.script(name);
   }
 }

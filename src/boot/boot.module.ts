@@ -6,10 +6,11 @@ import { BootController } from './boot.controller';
 import { BootService } from './boot.service';
 import { ChallengeService } from './challenge.service';
 import { DiskVarsResolver } from './disk-vars';
+import { IpxeScriptsService } from './ipxe-scripts.service';
 
 @Module({
   imports: [SettingsModule, AgentsModule, CredentialsModule],
   controllers: [BootController],
-  providers: [BootService, DiskVarsResolver, ChallengeService],
+  providers: [BootService, DiskVarsResolver, ChallengeService, IpxeScriptsService],
 })
 export class BootModule {}

@@ -371,6 +371,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/ipxe/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The scripts after the first hop, for an iPXE with HTTPS (no auth): the shipped
+         *     `boot.ipxe.cfg` and `menu.ipxe` (IPXE_CP_IPXE_SCRIPTS_DIR). Kurrent's iPXE chains them over
+         *     HTTPS with the controller's certificate pinned at build time, so nothing after the TFTP
+         *     pointer can be altered on the network; a stock iPXE keeps fetching them over TFTP. */
+        get: operations["getIpxeScript"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/masters": {
         parameters: {
             query?: never;
@@ -3294,6 +3314,46 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HealthDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getIpxeScript: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: "boot.ipxe.cfg" | "menu.ipxe";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The iPXE script. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
                 };
             };
             /** @description Internal error: the message carries an error_id, under which the log has the details. */

@@ -20,6 +20,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   Boot_bootVars: 'getBootVars',
   Boot_bootMenu: 'getBootMenu',
   Boot_challenge: 'getDeviceChallenge',
+  Boot_ipxeScript: 'getIpxeScript',
   Devices_list: 'listDevices',
   Devices_register: 'registerDevice',
   Devices_get: 'getDevice',

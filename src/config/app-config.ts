@@ -27,6 +27,8 @@ export class AppConfig {
   configDir!: string;
   stateDir!: string;
   dnsmasqDir!: string;
+  /** The iPXE scripts GET /ipxe/{name} serves (boot.ipxe.cfg, menu.ipxe): the shipped docker/tftp by default. */
+  ipxeScriptsDir!: string;
   dnsmasqReload!: DnsmasqReload;
   /** atomic: temp file + rename; inplace: rewrite keeping the inode (single-file bind mounts). */
   dnsmasqWriteMode!: 'atomic' | 'inplace';
@@ -120,6 +122,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.configDir = dir(env, 'IPXE_CP_CONFIG_DIR', 'config', cwd);
   c.stateDir = dir(env, 'IPXE_CP_STATE_DIR', 'state', cwd);
   c.dnsmasqDir = dir(env, 'IPXE_CP_DNSMASQ_DIR', 'dnsmasq', cwd);
+  c.ipxeScriptsDir = dir(env, 'IPXE_CP_IPXE_SCRIPTS_DIR', 'docker/tftp', cwd);
   c.dnsmasqReload = parseReload(env.IPXE_CP_DNSMASQ_RELOAD);
   const mode = (env.IPXE_CP_DNSMASQ_WRITE_MODE || 'atomic').trim();
   if (mode !== 'atomic' && mode !== 'inplace') {

@@ -37,6 +37,7 @@ describe('OpenAPI document', () => {
         'GET /devices/report reportDevice',
         'GET /devices/{mac} getDevice',
         'GET /healthz getHealth',
+        'GET /ipxe/{name} getIpxeScript',
         'GET /masters listMasters',
         'GET /operations listOperations',
         'GET /settings/auto-register getAutoRegister',

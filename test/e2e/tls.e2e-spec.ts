@@ -34,7 +34,7 @@ describe('HTTPS listener and certificate pin', () => {
     const lines = describePin(cert);
     const fp = /^sha256 +(\S+)$/.exec(lines[1])![1];
     expect(lines[2]).toBe(`ipxe trust   ${fp.replace(/:/g, '').toLowerCase()}`);
-    expect(lines[3]).toBe(`build        make -C ipxe/src bin/undionly.kpxe bin-x86_64-efi/ipxe.efi TRUST=${path.resolve(cert)}`);
+    expect(lines[3]).toBe(`build        KURRENT_IPXE_TRUST=${path.resolve(cert)} npm run build:ipxe   (UEFI e1000 ROM + snponly.efi, in build/ipxe/out)`);
     const seen = await new Promise<string>((resolve, reject) => {
       // A pinning client: it trusts no CA, only the fingerprint.
       const s = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
@@ -61,6 +61,11 @@ describe('HTTPS listener and certificate pin', () => {
     expect(await get('/healthz')).toEqual({ status: 200, body: '{"status":"ok"}' });
     const bv = await get('/boot-vars?mac=02:00:00:00:00:09&hostname=x');
     expect(bv.body).toMatch(/^#!ipxe\n/);
+    // What Kurrent's iPXE chains after the TFTP hop: the shipped scripts, byte for byte.
+    for (const name of ['boot.ipxe.cfg', 'menu.ipxe']) {
+      expect(await get(`/ipxe/${name}`)).toEqual({ status: 200, body: fs.readFileSync(path.join(__dirname, '../../docker/tftp', name), 'utf8') });
+    }
+    for (const name of ['boot.ipxe', '..%2Fpackage.json', '%2Fetc%2Fpasswd', 'x']) expect((await get(`/ipxe/${name}`)).status).toBe(404);
     // A client that does not trust this certificate fails verification.
     await expect(
       new Promise((resolve, reject) => https.get(`https://127.0.0.1:${port}/healthz`, { agent: false }, resolve).on('error', reject)),
