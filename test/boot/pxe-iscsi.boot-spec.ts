@@ -72,7 +72,7 @@ describe('PXE + iSCSI boot of a worker disk in qemu', () => {
     fs.mkdirSync(tftp);
     for (const f of ['boot.ipxe', 'boot.ipxe.cfg', 'menu.ipxe']) fs.copyFileSync(path.join(__dirname, '../../docker/tftp', f), path.join(tftp, f));
     const cfg = path.join(tftp, 'boot.ipxe.cfg');
-    fs.writeFileSync(cfg, fs.readFileSync(cfg, 'utf8').replace(/^set controller .*$/m, `set controller http://10.0.2.2:${CP_PORT}`));
+    fs.writeFileSync(cfg, fs.readFileSync(cfg, 'utf8').replace(/set controller http:\/\/\S+/, `set controller http://10.0.2.2:${CP_PORT}`));
 
     const serial = path.join(dir, 'serial.log');
     const boot = async (): Promise<string> => {

@@ -52,6 +52,20 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     expect(menu).toContain('set root-path ${menu-${i}-root}\n');
     expect(read('docker/tftp/boot.ipxe.cfg')).toContain('chain --autofree ${controller}/boot-menu?mac=${mac}&hostname=${hostname}${auth} ||\n');
   });
+
+  it('boot.ipxe: Kurrent iPXE goes HTTPS-only with no way back to TFTP/HTTP; stock iPXE keeps TFTP', () => {
+    const boot = read('docker/tftp/boot.ipxe');
+    expect(boot).toContain('kurrent-keygen && goto secure ||\n');
+    const [stock, secure] = boot.split('\n:secure\n');
+    expect(stock).toContain('chain boot.ipxe.cfg || shell\n');
+    expect(secure).toContain('set controller ${controller-https}\nchain ${controller}/ipxe/boot.ipxe.cfg || goto refused\n');
+    // After :secure nothing plain: no TFTP chain, no http://, no shell, no second try.
+    expect(secure).not.toMatch(/chain boot\.ipxe\.cfg|http:\/\/|shell|goto secure/);
+    expect(secure.match(/^chain /gm)).toHaveLength(1);
+    expect(/^set controller-https (https:\/\/\S+)$/m.exec(stock)).not.toBeNull();
+    // boot.ipxe.cfg keeps the controller boot.ipxe chose.
+    expect(read('docker/tftp/boot.ipxe.cfg')).toMatch(/^isset \$\{controller\} \|\| set controller http:\/\/\S+$/m);
+  });
 });
 
 describe('agent deployment files', () => {
