@@ -5,6 +5,7 @@
 #   build/ipxe/out/8086100e.efirom   UEFI e1000 option ROM
 #   build/ipxe/out/snponly.efi        chainloadable EFI iPXE (any NIC with SNP)
 #   build/ipxe/out/selftest.efi       snponly with ipxe/selftest.ipxe embedded (the tests' device)
+#   build/ipxe/out/marker.efi         snponly with ipxe/marker.ipxe embedded (the tests' worker OS)
 # The device-key commands use EFI NVRAM, so there is no BIOS build.
 # TRUST: KURRENT_IPXE_TRUST=<cert.pem> pins the controller's certificate (iPXE ignores a `trust`
 # set later by a script). Skipped when the inputs' digest matches the last build's.
@@ -20,7 +21,7 @@ inputs=$( { sha256sum "$tarball" "$0" "$root"/ipxe/config/local/*.h "$root"/ipxe
             [ -n "$trust" ] && sha256sum "$trust" | cut -d' ' -f1
             gcc --version | head -1; } | sha256sum | cut -d' ' -f1)
 out=$build/out
-if [ -f "$out/inputs.sha256" ] && [ "$(cat "$out/inputs.sha256")" = "$inputs" ] && [ -f "$out/snponly.efi" ] && [ -f "$out/8086100e.efirom" ] && [ -f "$out/selftest.efi" ]; then
+if [ -f "$out/inputs.sha256" ] && [ "$(cat "$out/inputs.sha256")" = "$inputs" ] && [ -f "$out/snponly.efi" ] && [ -f "$out/8086100e.efirom" ] && [ -f "$out/selftest.efi" ] && [ -f "$out/marker.efi" ]; then
   echo "build:ipxe: up to date ($out)"
   exit 0
 fi
@@ -42,5 +43,7 @@ cp "$src/bin-x86_64-efi/8086100e.efirom" "$src/bin-x86_64-efi/snponly.efi" "$out
 # The same build with the self-test script embedded (a second link, not a second build).
 make -s -C "$src" -j"$jobs" bin-x86_64-efi/snponly.efi EMBED="$root/ipxe/selftest.ipxe" "${trustarg[@]}"
 cp "$src/bin-x86_64-efi/snponly.efi" "$out/selftest.efi"
+make -s -C "$src" -j"$jobs" bin-x86_64-efi/snponly.efi EMBED="$root/ipxe/marker.ipxe" "${trustarg[@]}"
+cp "$src/bin-x86_64-efi/snponly.efi" "$out/marker.efi"
 echo "$inputs" > "$out/inputs.sha256"
 echo "build:ipxe: built $out"

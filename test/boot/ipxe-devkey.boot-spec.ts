@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parsePubkey, verifyDeviceSignature } from '../../src/common/device-key';
 import { tempDir } from '../helpers/app';
+import { pinnedIpxe } from '../helpers/ipxe';
 
 /**
  * Kurrent's own iPXE (npm run build:ipxe) on real UEFI firmware: qemu (TCG) with OVMF, whose
@@ -13,8 +14,6 @@ import { tempDir } from '../helpers/app';
  * Node then checks them with the verifier /boot-vars uses, the key's persistence in NVRAM, and
  * that the private scalar stored there is the key's and was never printed.
  */
-const root = path.resolve(__dirname, '../..');
-const OUT = path.join(root, 'build/ipxe/out');
 const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
 const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
 const NONCE = Buffer.from('000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f', 'hex');
@@ -33,12 +32,12 @@ describe('the device key in EFI NVRAM (kurrent-keygen, kurrent-sign) on OVMF', (
 
   beforeAll(() => {
     // Builds once (~1.5 min on 2 cores), then skips while ipxe/ and the tarball are unchanged.
-    execFileSync('bash', [path.join(root, 'ipxe/build.sh')], { stdio: 'inherit' });
+    const { out } = pinnedIpxe();
     // A FAT disk with the self-test as the removable-media boot file OVMF falls back to.
     execFileSync('dd', ['if=/dev/zero', `of=${esp}`, 'bs=1M', 'count=8', 'status=none']);
     execFileSync('mkfs.vfat', [esp], { stdio: 'ignore' });
     execFileSync('mmd', ['-i', esp, '::/EFI', '::/EFI/BOOT']);
-    execFileSync('mcopy', ['-i', esp, path.join(OUT, 'selftest.efi'), '::/EFI/BOOT/BOOTX64.EFI']);
+    execFileSync('mcopy', ['-i', esp, path.join(out, 'selftest.efi'), '::/EFI/BOOT/BOOTX64.EFI']);
   }, 900_000);
 
   /** One power-on of a VM whose NVRAM is `vars` (created from OVMF's template when absent). */
