@@ -2,7 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawnAgent, Tgtd } from '../helpers/agent';
-import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
+import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { BOOT_MARKER, writeBootableMaster } from '../helpers/images';
 
 /**
@@ -49,12 +49,7 @@ describe('PXE + iSCSI boot of a worker disk in qemu', () => {
     const MAC = '52:54:00:12:34:56';
     expect((await t.req('POST', '/agents', { id: 'st1', base_url: `http://127.0.0.1:${AGENT_PORT}`, iscsi_server: '10.0.2.2', role: { disk: true }, tags: ['storage', 'stgt'] })).status).toBe(201);
     await t.req('POST', '/workers', { worker_id: 'seat-01' });
-    // As an operator would: wait until the control plane lists the master (up to 30 s on a busy machine).
-    for (let i = 0; i < 60; i++) {
-      const m = await t.req('GET', '/masters');
-      if (m.body?.agents?.[0]?.masters?.some((x: { name: string }) => x.name === '_tpl_boot.img')) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    await waitForMaster(t, '_tpl_boot.img');
     // With an os_version the menu item is `ubuntu-<os_tag>`, which only the items from /boot-menu
     // offer (the fixed fallback items of menu.ipxe do not): booting proves the dynamic menu works.
     const disk = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', os_version: '24.04', name: '_tpl_boot.img' });

@@ -4,7 +4,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import * as path from 'node:path';
 import { generate } from '../../scripts/tls-pin';
 import { spawnAgent, Tgtd } from '../helpers/agent';
-import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
+import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { BOOT_MARKER } from '../helpers/images';
 import { pinnedIpxe } from '../helpers/ipxe';
 
@@ -147,11 +147,7 @@ describe('UEFI secure boot chain: device key in NVRAM, pinned HTTPS, signed boot
     //    challenge with the same key and boots its disk.
     await t.req('DELETE', '/devices/registration-window');
     await t.req('POST', '/workers', { worker_id: 'seat-01' });
-    for (let i = 0; i < 60; i++) {
-      const m = await t.req('GET', '/masters');
-      if (m.body?.agents?.[0]?.masters?.some((x: { name: string }) => x.name === '_tpl_efi.img')) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    await waitForMaster(t, '_tpl_efi.img');
     const disk = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', os_version: '24.04', name: '_tpl_efi.img' });
     expect([disk.status, disk.status === 201 ? null : disk.body]).toEqual([201, null]);
     await t.req('PUT', '/workers/seat-01/default-os', { os: 'ubuntu', menu_timeout: 100 });

@@ -133,3 +133,12 @@ export function typedClient(t: TestApp, token = t.env.IPXE_CP_TOKEN) {
     },
   });
 }
+
+/** As an operator would: wait until the control plane lists a master (up to 30 s on a busy machine). */
+export async function waitForMaster(t: TestApp, name: string): Promise<void> {
+  for (let i = 0; i < 60; i++) {
+    const m = await t.req('GET', '/masters');
+    if (m.body?.agents?.[0]?.masters?.some((x: { name: string }) => x.name === name)) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
