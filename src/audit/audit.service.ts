@@ -129,15 +129,18 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
-  query(q: { since?: number; limit?: number; mac?: string }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
+  query(q: AuditQuery): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
     const mac = q.mac === undefined ? undefined : (normalizeMac(q.mac) ?? undefined);
     if (q.mac !== undefined && !mac) throw badRequest(`mac: invalid MAC address ${JSON.stringify(q.mac)}`);
-    return this.list({ since: q.since ?? 0, limit: q.limit ?? 1000, mac });
+    return this.list({ ...q, since: q.since ?? 0, limit: q.limit ?? 1000, mac });
   }
 
-  async list(opts: { since: number; limit: number; mac?: string }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
+  async list(opts: AuditQuery & { since: number; limit: number }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
     await this.drain();
-    const entries: AuditEntry[] = [];
+    const match = entryFilter(opts);
+    // tail: a ring of the last N matches, so a live view's first page is one pass over the file.
+    const cap = opts.tail ?? opts.limit;
+    let entries: AuditEntry[] = [];
     for await (const line of this.fs.readLines(this.file)) {
       if (!line.trim()) continue;
       let e: AuditEntry;
@@ -146,13 +149,37 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
       } catch {
         continue;
       }
-      if (!(e.id > opts.since)) continue;
-      if (opts.mac && e.mac !== opts.mac && !(Array.isArray(e.macs) && e.macs.includes(opts.mac))) continue;
+      if (!(e.id > opts.since) || !match(e)) continue;
       entries.push(e);
-      if (entries.length >= opts.limit) break;
+      if (entries.length >= cap) {
+        if (!opts.tail) break;
+        if (entries.length >= cap * 2) entries = entries.slice(-cap);
+      }
     }
+    if (opts.tail) entries = entries.slice(-cap);
     return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
   }
+}
+
+export interface AuditQuery {
+  since?: number;
+  limit?: number;
+  mac?: string;
+  op?: string;
+  worker_id?: string;
+  agent?: string;
+  tail?: number;
+}
+
+/** The filters of GET /operations, each matched against the entry's own field or its batch list. */
+function entryFilter(q: AuditQuery): (e: AuditEntry) => boolean {
+  const { mac, worker_id: worker, agent, op } = q;
+  const family = op?.endsWith('.*') ? op.slice(0, -1) : undefined;
+  return (e) =>
+    (!mac || e.mac === mac || (Array.isArray(e.macs) && e.macs.includes(mac))) &&
+    (!worker || e.worker_id === worker || (Array.isArray(e.worker_ids) && e.worker_ids.includes(worker))) &&
+    (!agent || e.agent === agent) &&
+    (!op || (family ? typeof e.op === 'string' && e.op.startsWith(family) : e.op === op));
 }
 
 /** The tail without a torn (unterminated) last line. */

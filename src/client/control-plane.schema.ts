@@ -3420,6 +3420,15 @@ export interface operations {
                 since?: number;
                 /** @description At most this many entries (1-10000). */
                 limit?: number;
+                /** @description Only this operation (`device.bind`), or a family (`device.*`). */
+                op?: string;
+                /** @description Only operations about this worker (its own record or a batch naming it). */
+                worker_id?: string;
+                /** @description Only operations about this storage agent. */
+                agent?: string;
+                /** @description Only the last `tail` matching entries (still id > since), oldest first: what a live view shows
+                 *     first; then it follows with `since=next_cursor`. `limit` is not used with it. */
+                tail?: number;
                 /** @description Only operations about this device (any MAC spelling; normalised). */
                 mac?: string;
             };

@@ -153,6 +153,36 @@ describe('auth, errors, settings and the audit trail', () => {
         expect([q, (await t.req('GET', `/operations?${q}`)).status]).toEqual([q, 400]);
       }
     });
+
+    it('filters by op (exact or family), worker and agent, and tail returns the last N matches (what the UI tails)', async () => {
+      t = await startApp();
+      for (let i = 1; i <= 4; i++) await t.req('POST', '/devices', { mac: `02:00:00:00:00:0${i}` });
+      await t.req('POST', '/workers', { worker_id: 'w1', mac: '02:00:00:00:00:03' });
+      await t.req('POST', '/workers/batch', { count: 2, name_prefix: 'b' });
+      await t.req('POST', '/devices/bind/batch', { mode: 'manifest', pairs: [{ mac: '02:00:00:00:00:04', worker_id: 'b01' }] });
+      const all = (await t.req('GET', '/operations')).body.entries as any[];
+      const ids = (q: string) => t.req('GET', `/operations?${q}`).then((r) => (r.body.entries as any[]).map((e) => e.id));
+      expect(await ids('op=device.register')).toEqual(all.filter((e) => e.op === 'device.register').map((e) => e.id));
+      const family = all.filter((e) => e.op.startsWith('device.')).map((e) => e.id);
+      expect(family.length).toBeGreaterThan(5);
+      expect(await ids('op=device.*')).toEqual(family);
+      expect(await ids('op=worker.*&worker_id=w1')).toEqual(all.filter((e) => e.op.startsWith('worker.') && e.worker_id === 'w1').map((e) => e.id));
+      // A batch names its workers in worker_ids: the filter finds it from either worker.
+      const b02 = await ids('worker_id=b02');
+      expect(b02.length).toBeGreaterThan(0);
+      expect(b02.every((id) => { const e = all.find((x) => x.id === id); return e.worker_id === 'b02' || e.worker_ids?.includes('b02'); })).toBe(true);
+      expect(await ids('agent=none-such')).toEqual([]);
+      // tail: the last N matches, oldest first; since still applies; next_cursor follows on.
+      const tail = (await t.req('GET', '/operations?op=device.*&tail=3')).body;
+      expect(tail.entries.map((e: any) => e.id)).toEqual(family.slice(-3));
+      expect(tail.next_cursor).toBe(family[family.length - 1]);
+      expect(await ids(`tail=100&since=${all[all.length - 2].id}`)).toEqual([all[all.length - 1].id]);
+      for (const q of ['op=Device.Bind', 'op=device.', 'op=*', 'op=device.*.x', 'worker_id=..', 'agent=-x', 'tail=0', 'tail=10001']) {
+        const r = await t.req('GET', `/operations?${q}`);
+        expect([q, r.status]).toEqual([q, 400]);
+        expect(r.body.message).toContain(q.split('=')[0]);
+      }
+    });
   });
 });
 

@@ -1,7 +1,10 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsOptional, IsString } from 'class-validator';
-import { Int } from '../../common/validators';
+import { IsOptional, IsString, Matches } from 'class-validator';
+import { IsAgentName, Int, IsWorkerId } from '../../common/validators';
+
+/** `device.bind`, or a family with a trailing `*`: `device.*`, `credential.*`. */
+export const OP_FILTER = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*(\.\*)?$/;
 
 export class OperationsQueryDto {
   /** Only entries with id > since. */
@@ -20,6 +23,32 @@ export class OperationsQueryDto {
   @IsOptional()
   @IsString()
   mac?: string;
+
+  /** Only this operation (`device.bind`), or a family (`device.*`). */
+  @IsOptional()
+  @IsString()
+  @Matches(OP_FILTER, { message: 'op must be an operation name such as device.bind, or a family such as device.*' })
+  @ApiProperty({ required: false, pattern: OP_FILTER.source, example: 'device.*' })
+  op?: string;
+
+  /** Only operations about this worker (its own record or a batch naming it). */
+  @IsOptional()
+  @IsWorkerId({ required: false })
+  worker_id?: string;
+
+  /** Only operations about this storage agent. */
+  @IsOptional()
+  @IsAgentName()
+  agent?: string;
+
+  /**
+   * Only the last `tail` matching entries (still id > since), oldest first: what a live view shows
+   * first; then it follows with `since=next_cursor`. `limit` is not used with it.
+   */
+  @IsOptional()
+  @Type(() => Number)
+  @Int({ min: 1, max: 10000 })
+  tail?: number;
 }
 
 /**
