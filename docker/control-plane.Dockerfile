@@ -8,7 +8,8 @@ COPY tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY src ./src
 COPY scripts ./scripts
 COPY bench ./bench
-# npm run build: nest build, then the bundle and its V8 code cache (src/start.ts).
+COPY web ./web
+# npm run build: nest build, the bundle and its V8 code cache (src/start.ts), the web UI (web/dist).
 RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
@@ -17,6 +18,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends docker.io procp
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# The web UI's static files, served at /ui/ (IPXE_CP_WEB_DIR).
+COPY --from=build /app/web/dist ./web/dist
 COPY package.json ./
 # The scripts GET /ipxe/{name} serves (IPXE_CP_IPXE_SCRIPTS_DIR).
 COPY docker/tftp ./docker/tftp

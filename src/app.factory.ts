@@ -9,6 +9,7 @@ import { serveOpenApi } from './common/openapi-serve';
 import { strictHttp } from './common/routes';
 import { installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from './common/openapi-tidy';
+import { installWebUi } from './common/web-ui';
 
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -78,5 +79,6 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
   await installAccessLog(app, config);
   app.enableShutdownHooks();
   serveOpenApi(app, buildOpenApi, true);
+  installWebUi(app, config);
   return app;
 }

@@ -30,6 +30,7 @@ export async function runMain<C extends { port: number; host: string; tls?: unkn
     const base = `${config.tls ? 'https' : 'http'}://${host}:${config.port}`;
     process.stdout.write(
       `${name} listening on ${base} (bound to ${config.host}:${config.port})\n` +
+        `${'webDir' in config ? `  Web UI:     ${base}/ui/${config.webDir ? '' : ' (not built: npm run build:web)'}\n` : ''}` +
         `  Swagger UI: ${base}/docs\n  OpenAPI:    ${base}/openapi.json\n` +
         `  auth:       ${config.token ? `bearer token required (${tokenVar} is set)` : `OFF: no ${tokenVar}, every route is open`}\n`,
     );

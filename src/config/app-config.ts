@@ -29,6 +29,8 @@ export class AppConfig {
   dnsmasqDir!: string;
   /** The iPXE scripts GET /ipxe/{name} serves (boot.ipxe.cfg, menu.ipxe): the shipped docker/tftp by default. */
   ipxeScriptsDir!: string;
+  /** The built web UI (`npm run build:web` -> web/dist) served at /ui; null when it is not built. */
+  webDir!: string | null;
   dnsmasqReload!: DnsmasqReload;
   /** atomic: temp file + rename; inplace: rewrite keeping the inode (single-file bind mounts). */
   dnsmasqWriteMode!: 'atomic' | 'inplace';
@@ -123,6 +125,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.stateDir = dir(env, 'IPXE_CP_STATE_DIR', 'state', cwd);
   c.dnsmasqDir = dir(env, 'IPXE_CP_DNSMASQ_DIR', 'dnsmasq', cwd);
   c.ipxeScriptsDir = dir(env, 'IPXE_CP_IPXE_SCRIPTS_DIR', 'docker/tftp', cwd);
+  c.webDir = webDir(env, cwd);
   c.dnsmasqReload = parseReload(env.IPXE_CP_DNSMASQ_RELOAD);
   const mode = (env.IPXE_CP_DNSMASQ_WRITE_MODE || 'atomic').trim();
   if (mode !== 'atomic' && mode !== 'inplace') {
@@ -151,6 +154,17 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.reconcileSeconds = int(env, 'IPXE_CP_RECONCILE_SECONDS', 30, 0, 86_400);
   c.env = Object.freeze({ ...env });
   return c;
+}
+
+/**
+ * IPXE_CP_WEB_DIR (default web/dist): named explicitly, it must hold index.html; the default may be
+ * missing (an API-only checkout), and /ui then says how to build it.
+ */
+function webDir(env: Env, cwd: string): string | null {
+  const d = dir(env, 'IPXE_CP_WEB_DIR', 'web/dist', cwd);
+  if (fs.existsSync(path.join(d, 'index.html'))) return d;
+  if (env.IPXE_CP_WEB_DIR) throw new ConfigError(`IPXE_CP_WEB_DIR: ${d} holds no index.html (npm run build:web builds it)`);
+  return null;
 }
 
 /** The TLS certificate and key, both or neither, and the key must match the certificate. */

@@ -157,7 +157,7 @@ describe('workers (sections 7, 7.3, 7.5, 7.6, 8-11.1)', () => {
       expect((await t.req('GET', '/workers/nope')).status).toBe(404);
       expect((await t.req('GET', '/workers/nope/status')).status).toBe(404);
       expect((await t.req('GET', '/workers/a%2Fb')).status).toBe(400);
-      expect((await t.req('GET', '/workers/..')).status).toBe(404);
+      // (`/workers/..` cannot be asked through injection: URL parsing resolves it, and %2E%2E, to `/`.)
     });
   });
 

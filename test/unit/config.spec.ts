@@ -59,3 +59,24 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(name);
   });
 });
+
+describe('IPXE_CP_WEB_DIR', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const fs = require('node:fs') as typeof import('node:fs');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const path = require('node:path') as typeof import('node:path');
+  const tmp = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'kurrent-web-'));
+
+  it('default web/dist: served when built, null (API only) when not', () => {
+    expect(loadConfig({}, tmp).webDir).toBeNull();
+    fs.mkdirSync(path.join(tmp, 'web/dist'), { recursive: true });
+    fs.writeFileSync(path.join(tmp, 'web/dist/index.html'), '<!doctype html>');
+    expect(loadConfig({}, tmp).webDir).toBe(path.join(tmp, 'web/dist'));
+  });
+
+  it('named explicitly, it must hold index.html: the start stops naming the variable', () => {
+    expect(() => loadConfig({ IPXE_CP_WEB_DIR: 'elsewhere' }, tmp)).toThrow(ConfigError);
+    expect(() => loadConfig({ IPXE_CP_WEB_DIR: 'elsewhere' }, tmp)).toThrow(/IPXE_CP_WEB_DIR: .*elsewhere holds no index.html/);
+    expect(loadConfig({ IPXE_CP_WEB_DIR: 'web/dist' }, tmp).webDir).toBe(path.join(tmp, 'web/dist'));
+  });
+});
