@@ -13,5 +13,7 @@ module.exports = {
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
     { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.e2e-spec.ts'] },
     { ...base, displayName: 'boot', testMatch: ['<rootDir>/test/boot/**/*.boot-spec.ts'] },
+    // The web UI in headless Debian Chromium (playwright-core) against a real control plane and agent.
+    { ...base, displayName: 'ui', testMatch: ['<rootDir>/test/ui/**/*.ui-spec.ts'] },
   ],
 };

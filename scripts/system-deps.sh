@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run for real (dnsmasq, ip netns, tgtd, btrfs, nvme-cli,
-# qemu with Debian's iPXE ROM, OVMF and the iPXE build tools; wrk for the benches)
+# qemu with Debian's iPXE ROM, OVMF and the iPXE build tools, Chromium for the UI; wrk for the benches)
 # when they are missing. Runs as `pretest`, so `npm test` works on a fresh machine (as root).
 set -euo pipefail
 need=()
@@ -23,6 +23,8 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 [ -f /usr/include/lzma.h ] || need+=(liblzma-dev)
+# The web UI tests (playwright-core drives Debian's Chromium).
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing ${need[*]}; run as root or: apt-get install -y ${need[*]}" >&2

@@ -1,9 +1,14 @@
-// The e2e and boot tests start real storage-agent processes from dist/: build once per run.
+// The e2e and boot tests start real storage-agent processes from dist/, the UI tests load the
+// built web UI (web/dist): build both once per run.
 const { execFileSync } = require('node:child_process');
 const path = require('node:path');
 
 module.exports = async () => {
   execFileSync(process.execPath, [require.resolve('@nestjs/cli/bin/nest.js'), 'build'], {
+    cwd: path.join(__dirname, '..'),
+    stdio: 'inherit',
+  });
+  execFileSync(process.execPath, [path.join(__dirname, '../node_modules/vite/bin/vite.js'), 'build', '--config', 'web/vite.config.mts', '--logLevel', 'warn'], {
     cwd: path.join(__dirname, '..'),
     stdio: 'inherit',
   });

@@ -1,0 +1,306 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { makeFile, spawnAgent, SpawnedAgent, Tgtd } from '../helpers/agent';
+import { launchChromium, SCREENSHOT_DIR } from '../helpers/browser';
+import { freePort, macOf, startApp, TestApp, tempDir } from '../helpers/app';
+import { createApp } from '../../src/app.factory';
+import { loadConfig } from '../../src/config/app-config';
+
+/**
+ * The web UI in headless Chromium against a real control plane (HTTP on loopback) and a real
+ * stgt agent on a real tgtd: every action goes through the pages as an operator would click it,
+ * and the effects are checked through the API (and /boot-vars) afterwards.
+ */
+
+const TOKEN = 'ui-token';
+
+const MASTER = '_tpl_win10.img';
+
+/** Polls fn until it returns a value (15 s at most): for states the page reaches asynchronously. */
+async function until<T>(fn: () => Promise<T | null>): Promise<T> {
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const v = await fn();
+    if (v !== null) return v;
+    if (Date.now() > end) throw new Error('condition not reached in 15 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('web UI (Chromium)', () => {
+  const dir = tempDir('kurrent-ui-');
+  let t: TestApp;
+  let base: string;
+  let tgtd: Tgtd;
+  let agent: SpawnedAgent;
+  let browser: Browser;
+  let page: Page;
+  const api = async (method: string, url: string, body?: unknown) => {
+    const r = await fetch(base + url, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await r.text();
+    return { status: r.status, text, body: text.startsWith('{') || text.startsWith('[') ? JSON.parse(text) : undefined, headers: r.headers };
+  };
+  const shot = (name: string) => page.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}.png`), fullPage: false });
+  const go = async (hash: string) => {
+    await page.goto(`${base}/ui/#/${hash}`);
+    await page.locator('main.content h1').first().waitFor();
+  };
+
+  beforeAll(async () => {
+    const control = 9000 + (process.pid % 500);
+    tgtd = new Tgtd(control, await freePort());
+    await tgtd.start();
+    const images = path.join(dir, 'images');
+    fs.mkdirSync(images, { recursive: true });
+    makeFile(path.join(images, MASTER), 8 << 20);
+    agent = await spawnAgent({
+      IPXE_AGENT_PORT: String(await freePort()),
+      IPXE_AGENT_BACKEND: 'stgt',
+      IPXE_AGENT_TGT_CONTROL_PORT: String(control),
+      DISK_DIR: images,
+      IPXE_AGENT_STATE_DIR: path.join(dir, 'agent-state'),
+    });
+    t = await startApp({ IPXE_CP_TOKEN: TOKEN, IPXE_CP_RECONCILE_SECONDS: '0' }, { dir: path.join(dir, 'cp') });
+    const port = await freePort();
+    await t.app.listen(port, '127.0.0.1');
+    base = `http://127.0.0.1:${port}`;
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+    await agent?.stop();
+    await tgtd?.stop();
+  });
+
+  it('/ and /ui redirect to /ui/, which is served with a same-origin CSP', async () => {
+    for (const p of ['/', '/ui']) {
+      const r = await fetch(base + p, { redirect: 'manual' });
+      expect(r.status).toBe(302);
+      expect(r.headers.get('location')).toBe('/ui/');
+    }
+    const r = await fetch(`${base}/ui/`);
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-security-policy')).toContain("default-src 'self'");
+    expect(await r.text()).toContain('<div id="app">');
+    // Hashed assets are immutable, index.html is revalidated.
+    const asset = /src="(\/ui\/assets\/[^"]+\.js)"/.exec(await (await fetch(`${base}/ui/`)).text())![1];
+    expect((await fetch(base + asset)).headers.get('cache-control')).toContain('immutable');
+    expect(r.headers.get('cache-control')).toBe('no-cache');
+  });
+
+  it('without a build, /ui/ says how to build it and the API is unaffected', async () => {
+    const d = tempDir('kurrent-noweb-');
+    const cfg = loadConfig({ IPXE_CP_CONFIG_DIR: `${d}/config`, IPXE_CP_STATE_DIR: `${d}/state`, IPXE_CP_DNSMASQ_DIR: `${d}/dnsmasq`, IPXE_CP_LOG_LEVEL: 'silent' }, d);
+    expect(cfg.webDir).toBeNull();
+    const app = await createApp(cfg, { quiet: true });
+    await app.init();
+    const f = app.getHttpAdapter().getInstance();
+    const ui = await f.inject({ method: 'GET', url: '/ui/' });
+    expect([ui.statusCode, ui.json().message]).toEqual([404, expect.stringContaining('npm run build:web')]);
+    expect((await f.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+    await app.close();
+  });
+
+  it('asks for the token, says clearly when it is refused, and signs in with the right one', async () => {
+    await page.goto(`${base}/ui/`);
+    await page.getByLabel('API token').fill('wrong-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('The control plane refused this token (401)').waitFor();
+    await shot('login-refused');
+    await page.getByLabel('API token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Devices' }).waitFor();
+    // Kept for this tab only: sessionStorage, not a cookie or localStorage.
+    expect(await page.evaluate(() => [(globalThis as any).sessionStorage.getItem('kurrent.token'), (globalThis as any).localStorage.length, (globalThis as any).document.cookie])).toEqual([TOKEN, 0, '']);
+  });
+
+  it('Agents: add an agent through probe then confirm; it shows healthy with its capabilities and masters', async () => {
+    await go('agents');
+    await page.getByRole('button', { name: 'Add agent' }).click();
+    await page.getByLabel('base_url').fill(agent.url);
+    await page.getByRole('button', { name: 'Probe' }).click();
+    await page.getByLabel('probe result').getByText('stgt').waitFor();
+    await page.getByLabel('agent id').fill('stgt-01');
+    await page.getByRole('button', { name: 'Confirm and add' }).click();
+    const row = page.getByRole('row', { name: /stgt-01/ });
+    await row.getByText('ok', { exact: true }).waitFor();
+    const agents = (await api('GET', '/agents?live=false')).body;
+    expect(agents.map((a: { id: string }) => a.id)).toEqual(['stgt-01']);
+    await row.getByRole('button', { name: 'LUNs & masters' }).click();
+    await page.getByText(MASTER).first().waitFor();
+    await shot('agents');
+  });
+
+  it('Devices: register (with the API message on bad input), the registration window countdown, revoke asks first', async () => {
+    await go('devices');
+    await page.getByRole('button', { name: 'Register' }).click();
+    await page.getByLabel('mac', { exact: true }).fill('not-a-mac');
+    await page.getByRole('button', { name: 'Register', exact: true }).last().click();
+    await page.getByText('mac must be a MAC address').first().waitFor();
+    expect((await api('GET', '/devices')).body).toEqual([]);
+    await page.getByLabel('mac', { exact: true }).fill('52-54-00-AA-00-01');
+    await page.getByLabel('serial').fill('SN-UI-1');
+    await page.getByRole('button', { name: 'Register', exact: true }).last().click();
+    await page.getByRole('row', { name: /52:54:00:aa:00:01/ }).waitFor();
+
+    // The window: TTL and quota in, a ticking countdown and the seats out.
+    await page.getByLabel('TTL (min)').fill('5');
+    await page.getByLabel('Max devices').fill('3');
+    await page.getByRole('button', { name: 'Open', exact: true }).click();
+    const countdown = page.locator('.countdown');
+    await countdown.waitFor();
+    const first = await countdown.textContent();
+    expect(first).toMatch(/^[45]:\d\d$/);
+    await page.getByText('3 seat(s) left', { exact: false }).waitFor();
+    expect((await api('GET', '/devices/registration-window')).body).toMatchObject({ open: true, max_devices: 3 });
+    await page.waitForFunction((f) => (globalThis as any).document.querySelector('.countdown')?.textContent !== f, first);
+    await shot('devices');
+    await page.getByRole('button', { name: 'Close', exact: true }).click();
+    await page.getByText('closed', { exact: true }).first().waitFor();
+    expect((await api('GET', '/devices/registration-window')).body.open).toBe(false);
+
+    // Revoke: cancel leaves the device alone, confirm revokes it.
+    await api('POST', '/devices', { mac: '52:54:00:aa:00:09' });
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await page.getByRole('row', { name: /52:54:00:aa:00:09/ }).click();
+    await page.getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Cancel' }).click();
+    expect((await api('GET', '/devices/52:54:00:aa:00:09')).body.state).toBe('pooled');
+    await page.getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Revoke' }).click();
+    await page.getByText('52:54:00:aa:00:09 revoked').waitFor();
+    expect((await api('GET', '/devices/52:54:00:aa:00:09')).body.state).toBe('revoked');
+  });
+
+  it('create a worker, bind the device, create a disk from a master, set it default: /boot-vars changes', async () => {
+    await go('workers');
+    await page.getByRole('button', { name: 'Create worker' }).click();
+    await page.getByLabel('worker_id').fill('ui-w1');
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    await page.getByRole('heading', { name: 'ui-w1' }).waitFor();
+
+    await go('devices');
+    await page.getByRole('row', { name: /52:54:00:aa:00:01/ }).click();
+    await page.getByLabel('Bind to worker').fill('ui-w1');
+    await page.getByRole('button', { name: 'Bind', exact: true }).click();
+    await page.getByText('52:54:00:aa:00:01 bound to ui-w1').waitFor();
+    expect((await api('GET', '/devices/52:54:00:aa:00:01')).body).toMatchObject({ state: 'bound', bound_worker_id: 'ui-w1' });
+    const before = (await api('GET', '/boot-vars?mac=52:54:00:aa:00:01')).text;
+
+    await go('workers/ui-w1');
+    const create = page.getByLabel('create disk');
+    await create.getByLabel('Master', { exact: true }).selectOption(MASTER);
+    await create.getByLabel('OS', { exact: true }).selectOption('windows');
+    await create.getByRole('button', { name: 'Create disk' }).click();
+    const disks = page.getByLabel('disks', { exact: true });
+    await disks.getByText(`master ${MASTER}`).waitFor();
+    await disks.getByRole('button', { name: 'Set default' }).click();
+    await disks.getByText('default', { exact: true }).waitFor();
+    const w = (await api('GET', '/workers/ui-w1')).body;
+    expect(w.disks).toHaveLength(1);
+    expect(w.default_disk).toBe(w.disks[0].os_tag);
+    const after = (await api('GET', '/boot-vars?mac=52:54:00:aa:00:01')).text;
+    // Before: bound, no disk to boot. After: the iSCSI variables of the new default disk.
+    expect(before).not.toContain('set iscsi-server');
+    expect(after).not.toBe(before);
+    expect(after).toContain('set iscsi-server 127.0.0.1');
+    expect(after).toContain('set menu-default windows');
+    expect(w.disks[0].iqn).toBe(`${after.match(/set base-iqn (\S+)/)![1]}:ui-w1.windows`);
+    // Live status: the ledger beside tgtd's real target, in sync.
+    await page.getByLabel('live status').getByText('in sync').waitFor();
+    await shot('worker-detail');
+  });
+
+  it('Batch disks: the plan is previewed per worker with its agent, then executed with per-row results', async () => {
+    await go('workers');
+    await page.getByRole('button', { name: 'Create batch' }).click();
+    await page.getByLabel('count').fill('3');
+    await page.getByLabel('name prefix').fill('ui-b');
+    await page.getByRole('button', { name: 'Create', exact: true }).click();
+    await page.getByLabel('batch result').getByText('3', { exact: true }).waitFor();
+    await shot('workers');
+
+    await go('batch-disks');
+    for (const id of ['ui-b01', 'ui-b02', 'ui-b03']) await page.getByRole('checkbox', { name: new RegExp(`^${id}\\b`) }).check();
+    await page.getByLabel('disk', { exact: true }).getByLabel('Master', { exact: true }).selectOption(MASTER);
+    await page.getByLabel('disk', { exact: true }).getByLabel('OS', { exact: true }).selectOption('ubuntu');
+    await page.getByRole('button', { name: 'Preview plan' }).click();
+    const plan = page.getByLabel('plan', { exact: true });
+    await plan.getByText('stgt-01: 3').waitFor();
+    expect(await plan.locator('tbody tr').count()).toBe(3);
+    // Nothing was created by the preview.
+    expect((await api('GET', '/workers/ui-b01')).body.disks).toEqual([]);
+    // Skip one row: the operator's override wins over the plan.
+    await plan.getByLabel('agent for ui-b03').selectOption('');
+    await plan.getByRole('button', { name: 'Execute 2 row(s)' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Execute' }).click();
+    await plan.getByText('2 / 2').waitFor();
+    await plan.locator('tr[data-worker="ui-b01"]').getByText('ok', { exact: true }).waitFor();
+    await plan.locator('tr[data-worker="ui-b02"]').getByText('ok', { exact: true }).waitFor();
+    await shot('batch-disks');
+    for (const id of ['ui-b01', 'ui-b02']) expect((await api('GET', `/workers/${id}`)).body.disks.map((d: { os: string; agent: string }) => [d.os, d.agent])).toEqual([['ubuntu', 'stgt-01']]);
+    expect((await api('GET', '/workers/ui-b03')).body.disks).toEqual([]);
+  });
+
+  it('Operations: server-side filters and a live tail that shows a new operation without reloading', async () => {
+    await go('operations');
+    await page.getByLabel('op', { exact: true }).fill('device.*');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    const table = page.getByRole('table', { name: 'operations' });
+    // The filtered page replaces the unfiltered one: every row shown is a device.* operation.
+    await table.getByText('device.bind').first().waitFor();
+    const ops = await until(async () => {
+      const o = await table.locator('tbody td:nth-child(3)').allTextContents();
+      return o.length > 0 && o.every((x) => x.startsWith('device.')) ? o : null;
+    });
+    expect(ops).toEqual(expect.arrayContaining(['device.register', 'device.bind', 'device.revoke']));
+    await api('POST', '/devices', { mac: '52:54:00:aa:00:77' });
+    await table.getByText('52:54:00:aa:00:77').waitFor({ timeout: 15_000 });
+    await shot('operations');
+  });
+
+  it('Devices: 10,000 rows stay a windowed table (a few dozen rows in the DOM), search and keyboard work', async () => {
+    const entries = Array.from({ length: 10_000 }, (_, i) => ({ mac: macOf(0x10000 + i), serial: `BULK-${i}` }));
+    const r = await api('POST', '/devices/import', { entries });
+    expect(r.body.created).toHaveLength(10_000);
+    await go('devices');
+    await page.getByText(/^10003 shown$/).waitFor();
+    const inDom = await page.locator('.vrow').count();
+    expect(inDom).toBeGreaterThan(5);
+    expect(inDom).toBeLessThan(80);
+    // Scrolled to the end, the last device is rendered (the spacers keep the scrollbar true).
+    await page.locator('.vbody').evaluate((el) => (el.scrollTop = el.scrollHeight));
+    await page.getByRole('row', { name: new RegExp(macOf(0x10000 + 9999)) }).waitFor();
+    expect(await page.locator('.vrow').count()).toBeLessThan(80);
+    await page.getByLabel('Search').fill('BULK-4242');
+    await page.getByText(/^1 shown$/).waitFor();
+    // Keyboard: focus the row, Enter opens its panel.
+    await page.locator('.vrow').first().focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('region', { name: `Device ${macOf(0x10000 + 4242)}` }).waitFor();
+  });
+
+  it('is usable on a tablet: navigation moves on top, nothing overflows sideways', async () => {
+    const tablet = await browser.newPage({ viewport: { width: 820, height: 1180 }, isMobile: true, hasTouch: true });
+    await tablet.goto(`${base}/ui/`);
+    await tablet.evaluate((tok) => (globalThis as any).sessionStorage.setItem('kurrent.token', tok), TOKEN);
+    await tablet.goto(`${base}/ui/#/workers`);
+    await tablet.reload();
+    await tablet.getByRole('heading', { name: 'Workers' }).waitFor();
+    const nav = await tablet.locator('nav.side').boundingBox();
+    const main = await tablet.locator('main.content').boundingBox();
+    expect(nav!.y + nav!.height).toBeLessThanOrEqual(main!.y + 1);
+    expect(nav!.height).toBeLessThan(120);
+    expect(await tablet.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth + 1)).toBe(true);
+    await tablet.screenshot({ path: path.join(SCREENSHOT_DIR, 'workers-tablet.png') });
+    await tablet.close();
+  });
+});
