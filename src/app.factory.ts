@@ -10,6 +10,7 @@ import { strictHttp } from './common/routes';
 import { installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from './common/openapi-tidy';
 import { installWebUi } from './common/web-ui';
+import { MetricsService } from './metrics/metrics.service';
 
 export const BODY_LIMIT = 1024 * 1024;
 
@@ -43,11 +44,14 @@ export const BOOT_PATH_ROUTES = new Set(['/boot-vars', '/boot-menu', '/devices/c
 async function installAccessLog(app: NestFastifyApplication, config: AppConfig): Promise<void> {
   const log = await app.resolve(PinoLogger);
   log.setContext('http');
+  const metrics = app.get(MetricsService);
   app
     .getHttpAdapter()
     .getInstance()
     .addHook('onResponse', (req, reply, done) => {
       const route = req.routeOptions.url ?? req.url;
+      // The route template labels the series; an unmatched URL must not become a label (a MAC could).
+      metrics.observe(req.method, req.routeOptions.url ? route : 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
       if (config.accessLog || !BOOT_PATH_ROUTES.has(route)) {
         log.info(
           { method: req.method, route, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), client: req.ip },
@@ -74,7 +78,7 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
   );
   strictHttp(app.getHttpAdapter().getInstance());
   // Routes never access-logged are answered before Fastify (see installFastBootRoutes).
-  installFastBootRoutes(app, { rawPaths: config.accessLog ? [] : [...BOOT_PATH_ROUTES].filter((r) => r !== '/healthz') });
+  installFastBootRoutes(app, { rawPaths: config.accessLog ? [] : [...BOOT_PATH_ROUTES].filter((r) => r !== '/healthz'), metrics: app.get(MetricsService) });
   if (!opts.quiet) app.useLogger(app.get(Logger));
   await installAccessLog(app, config);
   app.enableShutdownHooks();

@@ -6,7 +6,9 @@ import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
 import { CredentialsModule } from './credentials/credentials.module';
 import { ReconcilerModule } from './reconciler/reconciler.module';
-import { AuthGuard, BEARER_TOKEN } from './common/auth.guard';
+import { AuthGuard, BEARER_TOKEN, PUBLIC_HANDLERS } from './common/auth.guard';
+import { MetricsController } from './metrics/metrics.controller';
+import { MetricsModule } from './metrics/metrics.module';
 import { AllExceptionsFilter } from './common/exception.filter';
 import { createValidationPipe } from './common/validation';
 import { AppConfig } from './config/app-config';
@@ -54,10 +56,12 @@ export class AppModule {
         WorkersModule,
         BootModule,
         ReconcilerModule,
+        MetricsModule,
       ],
       controllers: [HealthController],
       providers: [
         { provide: BEARER_TOKEN, useValue: config.token },
+        { provide: PUBLIC_HANDLERS, useValue: config.metricsPublic ? [MetricsController.prototype.scrape] : [] },
         { provide: APP_GUARD, useClass: AuthGuard },
         { provide: APP_FILTER, useClass: AllExceptionsFilter },
         { provide: APP_PIPE, useFactory: createValidationPipe },

@@ -45,6 +45,9 @@ export class AgentsService implements OnApplicationBootstrap {
     return a.iscsi_server ?? new URL(a.base_url).hostname;
   }
 
+  /** The outcome of the last probe of each agent (GET /agents?live, start-up, placement): for /metrics. */
+  readonly lastProbe = new Map<string, { up: boolean; at: number }>();
+
   cachedCapabilities(id: string): Capabilities | undefined {
     return this.caps.get(id);
   }
@@ -79,8 +82,15 @@ export class AgentsService implements OnApplicationBootstrap {
 
   /** /healthz (no auth) then /capabilities (token); cached for /boot-vars. */
   async capabilities(a: Pick<AgentRecord, 'id' | 'base_url' | 'token'>, timeoutMs = this.config.agentProbeTimeoutMs): Promise<Capabilities> {
-    await this.gateway.call(a, 'GET', '/healthz', { timeoutMs });
-    const caps = await this.gateway.call<Capabilities>(a, 'GET', '/capabilities', { timeoutMs });
+    let caps: Capabilities;
+    try {
+      await this.gateway.call(a, 'GET', '/healthz', { timeoutMs });
+      caps = await this.gateway.call<Capabilities>(a, 'GET', '/capabilities', { timeoutMs });
+    } catch (e) {
+      this.lastProbe.set(a.id, { up: false, at: Date.now() });
+      throw e;
+    }
+    this.lastProbe.set(a.id, { up: true, at: Date.now() });
     const before = this.caps.get(a.id);
     if (!before || JSON.stringify(before) !== JSON.stringify(caps)) this.capsRevision++;
     this.caps.set(a.id, caps);

@@ -80,10 +80,18 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     await this.drain().catch(() => undefined);
   }
 
+  private readonly taps: ((e: AuditEntry) => void)[] = [];
+
+  /** Called with every entry as it is recorded (metrics count operations from here). */
+  tap(fn: (e: AuditEntry) => void): void {
+    this.taps.push(fn);
+  }
+
   /** Records one operation; resolves once it is on disk (or queued for retry on a full disk). */
   record(op: string, fields: AuditFields = {}): Promise<AuditEntry> {
     const { status = 'ok', ...rest } = fields;
     const entry: AuditEntry = { id: ++this.lastId, ts: this.clock.isoNow(), op, status, ...rest };
+    for (const t of this.taps) t(entry);
     const line = JSON.stringify(entry) + '\n';
     return new Promise((resolve) => {
       this.pending.push({ line, done: () => resolve(entry) });

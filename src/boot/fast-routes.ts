@@ -3,6 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { parse as parseQuery } from 'fast-querystring';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { MetricsService } from '../metrics/metrics.service';
 import { AllExceptionsFilter } from '../common/exception.filter';
 import { DevicesController } from '../devices/devices.controller';
 import type { ReportQuery } from '../devices/dto/report.dto';
@@ -27,7 +28,7 @@ const route = <C>(controller: Type<C>, call: FastRoute<C>['call']): FastRoute<un
  * shape (the global filter's `toBody`). The profile of a boot storm showed Nest's per-request
  * wrapper as the largest cost after Fastify itself.
  */
-export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPaths: readonly string[] }): void {
+export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPaths: readonly string[]; metrics: MetricsService }): void {
   const fastify = app.getHttpAdapter().getInstance();
   const filter = new AllExceptionsFilter();
   const routes: Record<string, FastRoute<unknown>> = {
@@ -66,7 +67,7 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
   // The raw path: see installRawBootPath.
   const raw: Record<string, FastRoute<unknown>> = {};
   for (const p of opts.rawPaths) raw[p] = routes[p];
-  if (opts.rawPaths.length) installRawBootPath(app, raw, controllerOf, filter);
+  if (opts.rawPaths.length) installRawBootPath(app, raw, controllerOf, filter, opts.metrics);
 }
 
 /**
@@ -85,6 +86,7 @@ function installRawBootPath(
   routes: Record<string, FastRoute<unknown>>,
   controllerOf: (t: Type<unknown>) => unknown,
   filter: AllExceptionsFilter,
+  metrics: MetricsService,
 ): void {
   const server = app.getHttpServer() as Server;
   const fastify = app.getHttpAdapter().getInstance();
@@ -100,7 +102,9 @@ function installRawBootPath(
     closing = true;
     done();
   });
-  const send = (res: ServerResponse, status: number, out: unknown) => {
+  // Requests answered here are counted as Fastify's onResponse hook counts the others.
+  const send = (res: ServerResponse, status: number, out: unknown, route: string, t0: number) => {
+    metrics.observe('GET', route, status, (performance.now() - t0) / 1000);
     const text = typeof out === 'string';
     const body = text ? out : JSON.stringify(out);
     res.writeHead(status, {
@@ -110,15 +114,17 @@ function installRawBootPath(
     });
     res.end(body);
   };
-  const fail = (res: ServerResponse, e: unknown) => {
+  const fail = (res: ServerResponse, e: unknown, route: string, t0: number) => {
     const body = filter.toBody(e);
-    send(res, body.statusCode, body);
+    send(res, body.statusCode, body, route, t0);
   };
   const handle = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'GET' || !ready || closing) return false;
+    const t0 = performance.now();
     const url = req.url ?? '';
     const q = url.indexOf('?');
-    const fast = routes[q < 0 ? url : url.slice(0, q)];
+    const path = q < 0 ? url : url.slice(0, q);
+    const fast = routes[path];
     if (!fast || url.includes('#', q)) return false;
     const query = q < 0 || q === url.length - 1 ? {} : parseQuery(url.slice(q + 1));
     const request = { query, ip: req.socket.remoteAddress } as FastifyRequest<{ Querystring: Query }>;
@@ -126,12 +132,12 @@ function installRawBootPath(
       const out = fast.call(controllerOf(fast.controller), request);
       if (out instanceof Promise)
         out.then(
-          (v) => send(res, 200, v),
-          (e: unknown) => fail(res, e),
+          (v) => send(res, 200, v, path, t0),
+          (e: unknown) => fail(res, e, path, t0),
         );
-      else send(res, 200, out);
+      else send(res, 200, out, path, t0);
     } catch (e) {
-      fail(res, e);
+      fail(res, e, path, t0);
     }
     return true;
   };

@@ -1,4 +1,4 @@
-import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Inject, Injectable, Optional, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from './api-error';
@@ -6,6 +6,11 @@ import { ApiError } from './api-error';
 export const PUBLIC_ROUTE = 'kurrent:public';
 /** Injection token of the expected bearer token ('' disables auth): IPXE_CP_TOKEN or IPXE_AGENT_TOKEN. */
 export const BEARER_TOKEN = 'kurrent:bearer-token';
+/**
+ * Handlers made public by configuration rather than by decorator (GET /metrics with
+ * IPXE_CP_METRICS_PUBLIC=true), so one process's setting never leaks into another app's class.
+ */
+export const PUBLIC_HANDLERS = 'kurrent:public-handlers';
 /** Marks a route as reachable without the Bearer token (healthz, boot-vars, devices/report). */
 export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 
@@ -19,6 +24,7 @@ export class AuthGuard implements CanActivate {
   constructor(
     private readonly reflector: Reflector,
     @Inject(BEARER_TOKEN) token: string,
+    @Optional() @Inject(PUBLIC_HANDLERS) private readonly publicHandlers: readonly unknown[] = [],
   ) {
     this.expected = token ? digest(token) : null;
   }
@@ -26,6 +32,7 @@ export class AuthGuard implements CanActivate {
   canActivate(ctx: ExecutionContext): boolean {
     if (!this.expected) return true;
     if (this.reflector.get<boolean>(PUBLIC_ROUTE, ctx.getHandler())) return true;
+    if (this.publicHandlers.includes(ctx.getHandler())) return true;
     const header = ctx.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers
       .authorization;
     const m = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim()) : null;

@@ -57,6 +57,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   Credentials_get: 'getWorkerCredential',
   Credentials_set: 'setWorkerCredential',
   Credentials_revoke: 'revokeWorkerCredential',
+  Metrics_scrape: 'getMetrics',
   // storage agent
   System_health: 'getHealth',
   System_capabilities: 'getCapabilities',

@@ -57,6 +57,8 @@ export class AppConfig {
   logLevel!: string;
   /** Log every request (off by default on the boot path; see main.ts). */
   accessLog!: boolean;
+  /** GET /metrics without the token (IPXE_CP_METRICS_PUBLIC): for a Prometheus on a trusted network. */
+  metricsPublic!: boolean;
   /** Timeout (ms) of agent calls that change things (a clone may copy when reflink is missing). */
   agentTimeoutMs!: number;
   /** Timeout (ms) of agent health/capability/listing probes (GET /agents?live, placement). */
@@ -145,6 +147,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   }
   c.logLevel = level;
   c.accessLog = bool(env, 'IPXE_CP_ACCESS_LOG', false);
+  c.metricsPublic = bool(env, 'IPXE_CP_METRICS_PUBLIC', false);
   c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
   c.hostNqnBase = (env.IPXE_CP_HOST_NQN_BASE || 'nqn.2026-07.com.controller').trim();

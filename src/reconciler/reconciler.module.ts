@@ -9,5 +9,6 @@ import { ReconcilerService } from './reconciler.service';
   imports: [ScheduleModule.forRoot(), AgentsModule, CredentialsModule],
   controllers: [ReconcilerController],
   providers: [ReconcilerService],
+  exports: [ReconcilerService],
 })
 export class ReconcilerModule {}

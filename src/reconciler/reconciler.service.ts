@@ -52,8 +52,23 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
   }
 
   /** One pass now, or the one already running. */
+  private readonly passObservers: ((r: ReconcileResultDto, seconds: number) => void)[] = [];
+
+  /** Called after every pass, idle ones included (metrics). */
+  onPass(fn: (r: ReconcileResultDto, seconds: number) => void): void {
+    this.passObservers.push(fn);
+  }
+
   pass(): Promise<ReconcileResultDto> {
-    if (!this.running) this.running = this.run().finally(() => (this.running = null));
+    if (!this.running) {
+      const t0 = performance.now();
+      this.running = this.run()
+        .then((r) => {
+          for (const o of this.passObservers) o(r, (performance.now() - t0) / 1000);
+          return r;
+        })
+        .finally(() => (this.running = null));
+    }
     return this.running;
   }
 

@@ -213,6 +213,13 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     this.fs.unlockSync(this.lockFile);
   }
 
+  private readonly commitObservers: ((seconds: number, kind: 'commit' | 'telemetry') => void)[] = [];
+
+  /** Called with the duration of every durable write (the change-log append and its fsync). */
+  onCommitted(fn: (seconds: number, kind: 'commit' | 'telemetry') => void): void {
+    this.commitObservers.push(fn);
+  }
+
   /** Called after a hand edit was merged (the dnsmasq projection re-derives itself). */
   onExternalChange(fn: () => void): void {
     this.listeners.push(fn);
@@ -397,7 +404,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     const keys = [...this.devices.dirtyKeys];
     const d = new Map<string, DeviceRecord | undefined>();
     for (const k of keys) d.set(k, this.devices.get(k));
-    await this.append(d, new Map());
+    await this.append(d, new Map(), 'telemetry');
     for (const k of keys) this.devices.dirtyKeys.delete(k);
     this.scheduleCheckpoint();
   }
@@ -447,15 +454,18 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     this.checkpointTimer.unref?.();
   }
 
-  private async append(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>): Promise<void> {
+  private async append(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>, kind: 'commit' | 'telemetry' = 'commit'): Promise<void> {
     const rec: ChangeRecord = { seq: this.wal.seq + 1 };
     if (d.size) rec.d = obj(d);
     if (w.size) rec.w = obj(w);
+    const t0 = performance.now();
     try {
       await this.wal.append(rec);
     } catch (e) {
       throw storageFailure(e, this.wal.file);
     }
+    const seconds = (performance.now() - t0) / 1000;
+    for (const o of this.commitObservers) o(seconds, kind);
   }
 
   private assertWritable(): void {

@@ -39,6 +39,7 @@ describe('OpenAPI document', () => {
         'GET /healthz getHealth',
         'GET /ipxe/{name} getIpxeScript',
         'GET /masters listMasters',
+        'GET /metrics getMetrics',
         'GET /operations listOperations',
         'GET /settings/auto-register getAutoRegister',
         'GET /settings/signature-enforcement getSignatureEnforcement',

@@ -1,0 +1,15 @@
+import { Module } from '@nestjs/common';
+import { AgentsModule } from '../agents/agents.module';
+import { CredentialsModule } from '../credentials/credentials.module';
+import { ReconcilerModule } from '../reconciler/reconciler.module';
+import { SettingsModule } from '../settings/settings.module';
+import { MetricsController } from './metrics.controller';
+import { MetricsService } from './metrics.service';
+
+@Module({
+  imports: [SettingsModule, AgentsModule, CredentialsModule, ReconcilerModule],
+  controllers: [MetricsController],
+  providers: [MetricsService],
+  exports: [MetricsService],
+})
+export class MetricsModule {}

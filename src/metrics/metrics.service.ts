@@ -1,0 +1,191 @@
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AgentRegistry } from '../agents/agent-registry';
+import { AgentsService } from '../agents/agents.service';
+import { AuditService } from '../audit/audit.service';
+import { CredentialStore } from '../credentials/credential-store';
+import { ReconcilerService } from '../reconciler/reconciler.service';
+import { SettingsService } from '../settings/settings.service';
+import { LedgerStore } from '../store/ledger.store';
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * Prometheus metrics of one control plane (GET /metrics). Labels are bounded sets only: route
+ * templates (never a URL, so never a MAC), methods, status codes, states, agent ids. Counters
+ * come from the request hooks, the store's commit observer and the audit tap; gauges are read
+ * from memory at scrape time (no I/O, no agent call). One Registry per app (tests run several).
+ */
+@Injectable()
+export class MetricsService implements OnModuleInit {
+  readonly registry = new Registry();
+  private readonly requests = new Counter({ name: 'kurrent_http_requests_total', help: 'HTTP requests answered, by route template and status.', labelNames: ['method', 'route', 'status'], registers: [this.registry] });
+  private readonly latency = new Histogram({ name: 'kurrent_http_request_duration_seconds', help: 'HTTP request duration, by route template.', labelNames: ['method', 'route'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  private readonly commits = new Histogram({ name: 'kurrent_store_commit_duration_seconds', help: 'Durable store writes (change-log append + fsync): commits and telemetry flushes.', labelNames: ['kind'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  private readonly passes = new Counter({ name: 'kurrent_reconciler_passes_total', help: 'Reconciler passes, by outcome (failed: at least one push or removal failed).', labelNames: ['status'], registers: [this.registry] });
+  private readonly passTime = new Histogram({ name: 'kurrent_reconciler_pass_duration_seconds', help: 'Duration of reconciler passes.', buckets: [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60], registers: [this.registry] });
+  private readonly unreachable = new Gauge({ name: 'kurrent_reconciler_agents_unreachable', help: 'Agents the last reconciler pass could not list.', registers: [this.registry] });
+  private readonly pushes = new Counter({ name: 'kurrent_credential_pushes_total', help: 'NVMe-oF credential pushes and removals, by agent, operation and outcome.', labelNames: ['agent', 'op', 'status'], registers: [this.registry] });
+  private readonly operations = new Counter({ name: 'kurrent_audit_operations_total', help: 'Audited operations, by operation and status.', labelNames: ['op', 'status'], registers: [this.registry] });
+  /** Children per (method, route) and (method, route, status), made once: the boot path observes without hashing labels. */
+  private readonly timers = new Map<string, { observe: (v: number) => void }>();
+  private readonly counters = new Map<string, { inc: () => void }>();
+
+  constructor(
+    private readonly store: LedgerStore,
+    private readonly settings: SettingsService,
+    private readonly agentRegistry: AgentRegistry,
+    private readonly agents: AgentsService,
+    private readonly creds: CredentialStore,
+    private readonly audit: AuditService,
+    private readonly reconciler: ReconcilerService,
+  ) {}
+
+  onModuleInit(): void {
+    collectDefaultMetrics({ register: this.registry, prefix: 'kurrent_' });
+    this.store.onCommitted((s, kind) => this.commits.labels(kind).observe(s));
+    this.reconciler.onPass((r, seconds) => {
+      this.passes.labels(r.failed.length ? 'failed' : 'ok').inc();
+      this.passTime.observe(seconds);
+      this.unreachable.set(r.agents_unreachable.length);
+    });
+    this.audit.tap((e) => {
+      this.operations.labels(e.op, e.status).inc();
+      if ((e.op === 'credential.push' || e.op === 'credential.remove') && typeof e.agent === 'string') this.pushes.labels(e.agent, e.op.slice(11), e.status).inc();
+    });
+    this.gauges();
+  }
+
+  /** One answered request: route is the template (`/workers/:worker_id`), `unmatched` for 404s. */
+  observe(method: string, route: string, status: number, seconds: number): void {
+    const tk = `${method} ${route}`;
+    let t = this.timers.get(tk);
+    if (!t) this.timers.set(tk, (t = this.latency.labels(method, route)));
+    t.observe(seconds);
+    const ck = `${tk} ${status}`;
+    let c = this.counters.get(ck);
+    if (!c) this.counters.set(ck, (c = this.requests.labels(method, route, String(status))));
+    c.inc();
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private gauges(): void {
+    const r = [this.registry];
+    const store = this.store;
+    new Gauge({
+      name: 'kurrent_devices',
+      help: 'Devices in the ledger, by state.',
+      labelNames: ['state'],
+      registers: r,
+      collect() {
+        const n: Record<string, number> = { pooled: 0, bound: 0, revoked: 0 };
+        for (const d of store.read().devices.values()) n[d.state] = (n[d.state] ?? 0) + 1;
+        for (const [state, v] of Object.entries(n)) this.set({ state }, v);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_devices_key_claimed',
+      help: 'Devices that have claimed a device key (seed 004).',
+      registers: r,
+      collect() {
+        let n = 0;
+        for (const d of store.read().devices.values()) if (d.key_hash) n++;
+        this.set(n);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_workers',
+      help: 'Workers, by readiness (ready: bound and with a disk; partial: one of both; idle: neither).',
+      labelNames: ['readiness'],
+      registers: r,
+      collect() {
+        const bound = store.read().boundMacByWorker();
+        const n = { ready: 0, partial: 0, idle: 0 };
+        for (const w of store.read().workers.values()) {
+          const mac = bound.has(w.worker_id);
+          const disk = w.disks.length > 0;
+          n[mac && disk ? 'ready' : mac || disk ? 'partial' : 'idle']++;
+        }
+        for (const [readiness, v] of Object.entries(n)) this.set({ readiness }, v);
+      },
+    });
+    const settings = this.settings;
+    new Gauge({
+      name: 'kurrent_registration_window_open',
+      help: '1 while the registration window is open.',
+      registers: r,
+      collect() {
+        this.set(settings.getWindow().open ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_registration_window_seconds_remaining',
+      help: 'Seconds until the open registration window closes (0 when closed).',
+      registers: r,
+      collect() {
+        const w = settings.getWindow();
+        this.set(w.open && w.expires_at ? Math.max(0, (Date.parse(w.expires_at) - Date.now()) / 1000) : 0);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_registration_window_seats_remaining',
+      help: 'Devices the open window still admits (-1: no quota; 0 when closed).',
+      registers: r,
+      collect() {
+        const w = settings.getWindow();
+        this.set(!w.open ? 0 : w.remaining === null ? -1 : w.remaining);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_settings_enabled',
+      help: 'Admission switches: auto_register, signature_enforcement (1 on, 0 off).',
+      labelNames: ['setting'],
+      registers: r,
+      collect() {
+        this.set({ setting: 'auto_register' }, settings.autoRegister ? 1 : 0);
+        this.set({ setting: 'signature_enforcement' }, settings.signatureEnforcement ? 1 : 0);
+      },
+    });
+    const creds = this.creds;
+    new Gauge({
+      name: 'kurrent_credential_push_queue',
+      help: 'Credential pushes not yet done, by state (pending, failed, removing): the reconciler queue.',
+      labelNames: ['state'],
+      registers: r,
+      collect() {
+        const n = { pending: 0, failed: 0, removing: 0 };
+        for (const c of creds.all()) for (const p of Object.values(c.agents)) if (p.state in n) n[p.state as keyof typeof n]++;
+        n.removing += creds.removals().length;
+        for (const [state, v] of Object.entries(n)) this.set({ state }, v);
+      },
+    });
+    const registry = this.agentRegistry;
+    const agents = this.agents;
+    new Gauge({
+      name: 'kurrent_agent_up',
+      help: 'Last probe of each enabled agent: 1 answered, 0 did not; absent until first probed.',
+      labelNames: ['agent'],
+      registers: r,
+      collect() {
+        this.reset();
+        for (const a of registry.all()) {
+          const p = agents.lastProbe.get(a.id);
+          if (a.enabled && p) this.set({ agent: a.id }, p.up ? 1 : 0);
+        }
+      },
+    });
+    new Gauge({
+      name: 'kurrent_agent_enabled',
+      help: 'Agents of agents.yml: 1 enabled, 0 drained.',
+      labelNames: ['agent'],
+      registers: r,
+      collect() {
+        this.reset();
+        for (const a of registry.all()) this.set({ agent: a.id }, a.enabled ? 1 : 0);
+      },
+    });
+  }
+}
