@@ -1,5 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { AgentRegistry } from '../agents/agent-registry';
 import { AgentsService } from '../agents/agents.service';
 import { AuditService } from '../audit/audit.service';
@@ -42,7 +42,6 @@ export class MetricsService implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    collectDefaultMetrics({ register: this.registry, prefix: 'kurrent_' });
     this.store.onCommitted((s, kind) => this.commits.labels(kind).observe(s));
     this.reconciler.onPass((r, seconds) => {
       this.passes.labels(r.failed.length ? 'failed' : 'ok').inc();
@@ -74,6 +73,43 @@ export class MetricsService implements OnModuleInit {
 
   private gauges(): void {
     const r = [this.registry];
+    // Process figures read at scrape time. Not prom-client's collectDefaultMetrics: its GC and
+    // event-loop observers run all the time, and under a 100,000-request flood they were seen to
+    // hold hundreds of MB until the next scrape (device-identity memory-bound test).
+    const started = Date.now() / 1000 - process.uptime();
+    new Gauge({
+      name: 'kurrent_process_resident_memory_bytes',
+      help: 'Resident memory of the process.',
+      registers: r,
+      collect() {
+        this.set(process.memoryUsage.rss());
+      },
+    });
+    new Gauge({
+      name: 'kurrent_process_heap_used_bytes',
+      help: 'V8 heap in use.',
+      registers: r,
+      collect() {
+        this.set(process.memoryUsage().heapUsed);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_process_cpu_seconds_total',
+      help: 'User and system CPU time of the process.',
+      registers: r,
+      collect() {
+        const u = process.cpuUsage();
+        this.set((u.user + u.system) / 1e6);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_process_start_time_seconds',
+      help: 'Start of the process, Unix time.',
+      registers: r,
+      collect() {
+        this.set(started);
+      },
+    });
     const store = this.store;
     new Gauge({
       name: 'kurrent_devices',
