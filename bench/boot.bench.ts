@@ -9,6 +9,9 @@
  *     bench/signed-client.ts, its own process on the load generator's CPU.
  *  4. One bind on the 10,000-entry ledger (p50 over repeated unbind+bind), and start-up time
  *     (median of 5 starts, spawn to the first 200 from /healthz).
+ *  5. The PostgreSQL store (issue 15): the same ledger imported into a throw-away cluster, the
+ *     control plane on it beside one on the files, /boot-vars alternating (goal: within 10%),
+ *     and one bind.
  * The control plane runs exactly as `npm run start:prod` starts it (flags and script read from
  * package.json). Goals: issue 13; each figure is printed beside its goal.
  */
@@ -17,6 +20,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { FileSystem } from '../src/store/file-system';
 import { readDevicesOnDisk } from '../src/store/ledger.store';
+import { exportStore, importStore } from '../scripts/store';
+import { startPostgres } from '../scripts/pg-cluster';
 import { fmt, get, macOf, prodCommand, runClient, seedLedger, startProcess, stop, tmp, workerOf, wrk, WrkResult } from './lib';
 
 const N = Number(process.env.BENCH_DEVICES ?? 10_000);
@@ -146,7 +151,67 @@ async function main() {
   } finally {
     await stop(cp.proc);
     await stop(bare.proc);
+  }
+  try {
+    await postgresStore(env, prod);
+  } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** 5: the same ledger on PostgreSQL, measured against the file store in the same run. */
+async function postgresStore(env: Record<string, string>, prod: ReturnType<typeof prodCommand>): Promise<void> {
+  const pg = await startPostgres();
+  try {
+    const url = pg.createDb('bench');
+    const pgDir = tmp('kurrent-bench-pg-');
+    const pgEnv = { ...env, IPXE_CP_PORT: String(CP_PORT + 2), IPXE_CP_STATE_DIR: path.join(pgDir, 'state'), IPXE_CP_DNSMASQ_DIR: path.join(pgDir, 'dnsmasq'), IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+    const t0 = performance.now();
+    await importStore(pgEnv, await exportStore(env));
+    console.log(`\n== PostgreSQL store: the same ${fmt(N)} devices + workers imported in ${fmt(performance.now() - t0)} ms ==`);
+    const starts: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const p = await startProcess(prod.script, pgEnv, `http://127.0.0.1:${CP_PORT + 2}/healthz`, prod.flags);
+      starts.push(p.ms);
+      await stop(p.proc);
+    }
+    starts.sort((a, b) => a - b);
+    const file = await startProcess(prod.script, env, `http://127.0.0.1:${CP_PORT}/healthz`, prod.flags);
+    const onPg = await startProcess(prod.script, pgEnv, `http://127.0.0.1:${CP_PORT + 2}/healthz`, prod.flags);
+    try {
+      const bv = `${path.join(__dirname, '..', '..', 'bench/wrk/boot-vars.lua')}`;
+      const wrkEnv = { BENCH_DEVICES: String(N) };
+      const a = await get(`http://127.0.0.1:${CP_PORT}/boot-vars?mac=${macOf(7)}&hostname=${workerOf(7)}`);
+      const b = await get(`http://127.0.0.1:${CP_PORT + 2}/boot-vars?mac=${macOf(7)}&hostname=${workerOf(7)}`);
+      if (a.body !== b.body) throw new Error(`the stores answer differently:\n${a.body}\n---\n${b.body}`);
+      await wrk(`http://127.0.0.1:${CP_PORT}`, DURATION, CONNECTIONS, bv, wrkEnv);
+      await wrk(`http://127.0.0.1:${CP_PORT + 2}`, DURATION, CONNECTIONS, bv, wrkEnv);
+      const ratios: number[] = [];
+      for (let r = 0; r < ROUNDS; r++) {
+        const f = await wrk(`http://127.0.0.1:${CP_PORT}`, DURATION, CONNECTIONS, bv, wrkEnv);
+        const p = await wrk(`http://127.0.0.1:${CP_PORT + 2}`, DURATION, CONNECTIONS, bv, wrkEnv);
+        ratios.push(p.rps / f.rps);
+        console.log(`round ${r + 1}: file store ${fmt(f.rps)} req/s (p99 ${fmt(f.p99, 1)} ms) | PostgreSQL store ${fmt(p.rps)} req/s (p99 ${fmt(p.p99, 1)} ms, non-2xx ${p.non2xx}) | ratio ${fmt(p.rps / f.rps, 2)}`);
+      }
+      ratios.sort((x, y) => x - y);
+      console.log(`median /boot-vars PostgreSQL / file: ${fmt(ratios[Math.floor(ratios.length / 2)], 2)} (goal >= 0.90); start-up on PostgreSQL ${starts.map((m) => fmt(m)).join(', ')} ms`);
+      const times: number[] = [];
+      for (let r = 0; r < 30; r++) {
+        const mac = macOf(r);
+        await get(`http://127.0.0.1:${CP_PORT + 2}/devices/${mac}/bind`, { method: 'DELETE', token: TOKEN });
+        const b0 = performance.now();
+        const res = await get(`http://127.0.0.1:${CP_PORT + 2}/devices/${mac}/bind?worker_id=${workerOf(r)}`, { method: 'POST', token: TOKEN });
+        times.push(performance.now() - b0);
+        if (res.status !== 200) throw new Error(`bind on PostgreSQL failed: ${res.status} ${res.body}`);
+      }
+      times.sort((x, y) => x - y);
+      console.log(`one bind on PostgreSQL: p50 ${fmt(times[15], 1)} ms, max ${fmt(times[29], 1)} ms`);
+    } finally {
+      await stop(file.proc);
+      await stop(onPg.proc);
+    }
+  } finally {
+    pg.stop();
   }
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run for real (dnsmasq, ip netns, tgtd, btrfs, nvme-cli,
-# qemu with Debian's iPXE ROM, OVMF and the iPXE build tools, Chromium for the UI; wrk for the benches)
+# qemu with Debian's iPXE ROM, OVMF and the iPXE build tools, Chromium for the UI, PostgreSQL; wrk for the benches)
 # when they are missing. Runs as `pretest`, so `npm test` works on a fresh machine (as root).
 set -euo pipefail
 need=()
@@ -25,6 +25,8 @@ command -v perl >/dev/null 2>&1 || need+=(perl)
 [ -f /usr/include/lzma.h ] || need+=(liblzma-dev)
 # The web UI tests (playwright-core drives Debian's Chromium).
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# The PostgreSQL store's tests run their own cluster (initdb + pg_ctl as the postgres user).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "system-deps: missing ${need[*]}; run as root or: apt-get install -y ${need[*]}" >&2

@@ -1,4 +1,5 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
+import { Database, LOCK } from '../store/pg/database';
 import * as path from 'node:path';
 import { badRequest } from '../common/api-error';
 import { Clock } from '../common/clock';
@@ -43,11 +44,13 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     config: AppConfig,
     private readonly fs: FileSystem,
     private readonly clock: Clock,
+    @Optional() private readonly db?: Database,
   ) {
     this.file = path.join(config.stateDir, 'operations.jsonl');
   }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
+    if (this.db?.enabled) return this.db.init();
     const tail = this.fs.readTailSync(this.file, 64 * 1024);
     if (!tail) return;
     const total = this.fs.statSync(this.file)?.size ?? 0;
@@ -75,6 +78,15 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
+  /** PostgreSQL: queued entries go in before Database closes its pool. */
+  async beforeApplicationShutdown(): Promise<void> {
+    if (!this.db?.enabled) return;
+    while (this.writing || this.pgQueue.length) {
+      if (!this.writing) this.kickPg();
+      await this.writing;
+    }
+  }
+
   async onApplicationShutdown(): Promise<void> {
     if (this.retryTimer) clearTimeout(this.retryTimer);
     await this.drain().catch(() => undefined);
@@ -89,6 +101,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
 
   /** Records one operation; resolves once it is on disk (or queued for retry on a full disk). */
   record(op: string, fields: AuditFields = {}): Promise<AuditEntry> {
+    if (this.db?.enabled) return this.recordPg(op, fields);
     const { status = 'ok', ...rest } = fields;
     const entry: AuditEntry = { id: ++this.lastId, ts: this.clock.isoNow(), op, status, ...rest };
     for (const t of this.taps) t(entry);
@@ -99,9 +112,82 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     });
   }
 
+  /**
+   * Store import into an empty store: the entries with their own ids, in order; new ids continue
+   * after the last.
+   */
+  async restore(entries: AuditEntry[]): Promise<void> {
+    await this.drain();
+    if (!entries.length) return;
+    if (this.db?.enabled) {
+      await this.db.tx(async (c) => {
+        await c.query('INSERT INTO audit (id, entry) SELECT * FROM unnest($1::bigint[], $2::jsonb[])', [entries.map((e) => e.id), entries.map((e) => JSON.stringify(e))]);
+        await c.query("SELECT setval('audit_ids', $1)", [Math.max(...entries.map((e) => e.id))]);
+      }, LOCK.audit);
+      return;
+    }
+    await this.fs.appendDurable(this.file, entries.map((e) => JSON.stringify(e) + '\n').join(''));
+    this.lastId = Math.max(this.lastId, ...entries.map((e) => e.id));
+  }
+
   /** Waits until every queued entry was written or failed (and stays queued). */
   private async drain(): Promise<void> {
     while (this.writing) await this.writing;
+  }
+
+  // ---- IPXE_CP_STORE=postgres: the audit table; ids from a sequence taken under a lock, so ids
+  // increase in commit order across control planes (a reader following since=cursor misses none).
+  private pgQueue: { entry: Omit<AuditEntry, 'id'>; resolve: (e: AuditEntry) => void; reject: (e: unknown) => void }[] = [];
+
+  private recordPg(op: string, fields: AuditFields): Promise<AuditEntry> {
+    const { status = 'ok', ...rest } = fields;
+    const entry = { ts: this.clock.isoNow(), op, status, ...rest } as Omit<AuditEntry, 'id'>;
+    return new Promise((resolve, reject) => {
+      this.pgQueue.push({ entry, resolve, reject });
+      this.kickPg();
+    });
+  }
+
+  private kickPg(): void {
+    if (this.writing || !this.pgQueue.length) return;
+    const batch = this.pgQueue.splice(0);
+    this.writing = this.db!.tx(async (c) => {
+      const ids = (await c.query<{ id: string }>("SELECT nextval('audit_ids') AS id FROM generate_series(1, $1)", [batch.length])).rows.map((r) => Number(r.id));
+      const entries = batch.map((b, i) => ({ id: ids[i], ...b.entry }) as AuditEntry);
+      await c.query('INSERT INTO audit (id, entry) SELECT * FROM unnest($1::bigint[], $2::jsonb[])', [ids, entries.map((e) => JSON.stringify(e))]);
+      return entries;
+    }, LOCK.audit).then(
+      (entries) => {
+        batch.forEach((b, i) => {
+          for (const t of this.taps) t(entries[i]);
+          b.resolve(entries[i]);
+        });
+      },
+      (err) => {
+        // The change each entry describes is committed; the entry is logged, not lost silently.
+        this.log.error({ err, entries: batch.map((b) => b.entry.op) }, 'audit insert failed');
+        batch.forEach((b) => b.resolve({ id: 0, ...b.entry } as AuditEntry));
+      },
+    ).finally(() => {
+      this.writing = null;
+      this.kickPg();
+    });
+  }
+
+  private async listPg(opts: AuditQuery & { since: number; limit: number }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
+    await this.drain();
+    const where = ['id > $1'];
+    const args: unknown[] = [opts.since];
+    const arg = (v: unknown) => `$${args.push(v)}`;
+    if (opts.mac) where.push(`(entry->>'mac' = ${arg(opts.mac)} OR entry->'macs' ? ${arg(opts.mac)})`);
+    if (opts.worker_id) where.push(`(entry->>'worker_id' = ${arg(opts.worker_id)} OR entry->'worker_ids' ? ${arg(opts.worker_id)})`);
+    if (opts.agent) where.push(`entry->>'agent' = ${arg(opts.agent)}`);
+    if (opts.op) where.push(opts.op.endsWith('.*') ? `starts_with(entry->>'op', ${arg(opts.op.slice(0, -1))})` : `entry->>'op' = ${arg(opts.op)}`);
+    const order = opts.tail ? 'DESC' : 'ASC';
+    const r = await this.db!.query<{ entry: AuditEntry }>(`SELECT entry FROM audit WHERE ${where.join(' AND ')} ORDER BY id ${order} LIMIT ${arg(opts.tail ?? opts.limit)}`, args);
+    const entries = r.rows.map((x) => x.entry);
+    if (opts.tail) entries.reverse();
+    return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
   }
 
   private kick(): void {
@@ -144,6 +230,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   }
 
   async list(opts: AuditQuery & { since: number; limit: number }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
+    if (this.db?.enabled) return this.listPg(opts);
     await this.drain();
     const match = entryFilter(opts);
     // tail: a ring of the last N matches, so a live view's first page is one pass over the file.

@@ -3559,6 +3559,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorDto"];
                 };
             };
+            /** @description Another control plane holds the reconciler lease (PostgreSQL store): ask that one. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
             /** @description Internal error: the message carries an error_id, under which the log has the details. */
             500: {
                 headers: {

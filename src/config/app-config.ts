@@ -1,5 +1,6 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 /** How dnsmasq is told to re-read dhcp-hosts.conf after a binding change. */
@@ -29,6 +30,16 @@ export class AppConfig {
   dnsmasqDir!: string;
   /** The iPXE scripts GET /ipxe/{name} serves (boot.ipxe.cfg, menu.ipxe): the shipped docker/tftp by default. */
   ipxeScriptsDir!: string;
+  /** Where devices, workers, settings, credentials and the audit live: files (default) or PostgreSQL. */
+  store!: 'file' | 'postgres';
+  /** IPXE_CP_DATABASE_URL (postgres://...), required with IPXE_CP_STORE=postgres; never logged. */
+  databaseUrl!: string;
+  /** IPXE_CP_RECONCILER=false: this process never reconciles (no lease, no passes; maintenance runs). */
+  reconciler!: boolean;
+  /** How often a control plane without the reconciler lease tries to take it (PostgreSQL store). */
+  leaseSeconds!: number;
+  /** This control plane's name among several (IPXE_CP_NODE_ID; default host:pid): commit origins, lease holder. */
+  nodeId!: string;
   /** The built web UI (`npm run build:web` -> web/dist) served at /ui; null when it is not built. */
   webDir!: string | null;
   dnsmasqReload!: DnsmasqReload;
@@ -128,6 +139,17 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.dnsmasqDir = dir(env, 'IPXE_CP_DNSMASQ_DIR', 'dnsmasq', cwd);
   c.ipxeScriptsDir = dir(env, 'IPXE_CP_IPXE_SCRIPTS_DIR', 'docker/tftp', cwd);
   c.webDir = webDir(env, cwd);
+  const store = (env.IPXE_CP_STORE || 'file').trim();
+  if (store !== 'file' && store !== 'postgres') throw new ConfigError(`IPXE_CP_STORE must be file or postgres, got ${JSON.stringify(store)}`);
+  c.store = store;
+  c.databaseUrl = (env.IPXE_CP_DATABASE_URL ?? '').trim();
+  if (store === 'postgres' && !/^postgres(ql)?:\/\//.test(c.databaseUrl)) {
+    throw new ConfigError('IPXE_CP_DATABASE_URL must be a postgres:// URL when IPXE_CP_STORE=postgres');
+  }
+  c.reconciler = bool(env, 'IPXE_CP_RECONCILER', true);
+  c.leaseSeconds = int(env, 'IPXE_CP_LEASE_SECONDS', 2, 1, 300);
+  c.nodeId = (env.IPXE_CP_NODE_ID || `${os.hostname()}:${process.pid}`).trim();
+  if (!/^[A-Za-z0-9._:-]{1,100}$/.test(c.nodeId)) throw new ConfigError(`IPXE_CP_NODE_ID must be 1-100 of letters, digits, '.', '_', ':', '-', got ${JSON.stringify(c.nodeId)}`);
   c.dnsmasqReload = parseReload(env.IPXE_CP_DNSMASQ_RELOAD);
   const mode = (env.IPXE_CP_DNSMASQ_WRITE_MODE || 'atomic').trim();
   if (mode !== 'atomic' && mode !== 'inplace') {

@@ -1,4 +1,7 @@
-import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
+import type { PoolClient } from 'pg';
+import { ApiError } from '../common/api-error';
+import { Database, LOCK } from '../store/pg/database';
 import * as path from 'node:path';
 import { dhchapKeyError } from '../common/nvme-keys';
 import { AppConfig } from '../config/app-config';
@@ -47,7 +50,7 @@ export interface RemovalRecord {
   next_attempt_at: string | null;
 }
 
-interface FileShape {
+export interface FileShape {
   version: 1;
   credentials: Record<string, CredentialRecord>;
   removals: RemovalRecord[];
@@ -73,12 +76,21 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   constructor(
     config: AppConfig,
     private readonly fs: FileSystem,
+    @Optional() private readonly db?: Database,
   ) {
     this.file = path.join(config.stateDir, 'nvme-credentials.json');
     this.flushMs = Math.min(config.checkpointMs, 200);
   }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
+    if (this.db?.enabled) {
+      await this.db.init();
+      await this.db.listen('kurrent_documents', (name) => {
+        if (name === '' || name === 'credentials') void this.lock.run(() => this.loadPg()).catch(() => undefined);
+      });
+      await this.loadPg();
+      return;
+    }
     const text = this.fs.readTextSync(this.file);
     if (text === null) return;
     let obj: Partial<FileShape>;
@@ -95,6 +107,11 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
     }
     this.data = { version: 1, credentials: obj.credentials ?? {}, removals: obj.removals ?? [] };
     this.revision++;
+  }
+
+  /** Everything, secrets included (store export: the bundle is as sensitive as this store). */
+  snapshot(): FileShape {
+    return structuredClone(this.data);
   }
 
   get(workerId: string): CredentialRecord | undefined {
@@ -115,6 +132,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
    * operators did (issue, rotate, revoke, delete).
    */
   change<R>(fn: (d: FileShape) => R): Promise<R> {
+    if (this.db?.enabled) return this.lock.run(() => this.mutatePg(fn));
     return this.lock.run(async () => {
       const next = structuredClone(this.data);
       const r = fn(next);
@@ -132,6 +150,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
    * push costs a few file writes, not one per host.
    */
   note<R>(fn: (d: FileShape) => R): Promise<R> {
+    if (this.db?.enabled) return this.lock.run(() => this.mutatePg(fn));
     return this.lock.run(async () => {
       const r = fn(this.data);
       this.revision++;
@@ -152,6 +171,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   }
 
   async onApplicationShutdown(): Promise<void> {
+    if (this.db?.enabled) return;
     if (this.timer) clearTimeout(this.timer);
     await this.flush().catch(() => undefined);
   }
@@ -169,6 +189,58 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
       });
     }, this.flushMs);
     this.timer.unref();
+  }
+
+  // ---- IPXE_CP_STORE=postgres: one row per worker's credential, one per pending removal. Every
+  // change (notes too: several control planes share the rows) runs under the credentials lock on
+  // the rows as they are now, writes only the rows it changed and notifies the others.
+
+  private async loadPg(c?: PoolClient): Promise<FileShape> {
+    const q = c ? c.query.bind(c) : this.db!.query.bind(this.db);
+    const creds = (await q('SELECT worker_id, body FROM credentials')).rows as { worker_id: string; body: CredentialRecord }[];
+    const rem = (await q('SELECT body FROM credential_removals ORDER BY hostnqn, agent')).rows as { body: RemovalRecord }[];
+    const next: FileShape = { version: 1, credentials: Object.fromEntries(creds.map((r) => [r.worker_id, r.body])), removals: rem.map((r) => r.body) };
+    if (JSON.stringify(next) !== JSON.stringify(this.data)) {
+      this.data = next;
+      this.revision++;
+    }
+    return next;
+  }
+
+  private async mutatePg<R>(fn: (d: FileShape) => R): Promise<R> {
+    try {
+      const { r, next } = await this.db!.tx(async (c) => {
+        const cur = await this.loadPg(c);
+        const next = structuredClone(cur);
+        const r = fn(next);
+        const ids = new Set([...Object.keys(cur.credentials), ...Object.keys(next.credentials)]);
+        for (const id of ids) {
+          const a = cur.credentials[id];
+          const b = next.credentials[id];
+          if (JSON.stringify(a) === JSON.stringify(b)) continue;
+          if (!b) await c.query('DELETE FROM credentials WHERE worker_id = $1', [id]);
+          else await c.query('INSERT INTO credentials (worker_id, body) VALUES ($1, $2) ON CONFLICT (worker_id) DO UPDATE SET body = excluded.body', [id, JSON.stringify(b)]);
+        }
+        const key = (x: RemovalRecord) => `${x.hostnqn}\n${x.agent}`;
+        const before = new Map(cur.removals.map((x) => [key(x), x]));
+        const after = new Map(next.removals.map((x) => [key(x), x]));
+        for (const [k, x] of before) if (!after.has(k)) await c.query('DELETE FROM credential_removals WHERE hostnqn = $1 AND agent = $2', [x.hostnqn, x.agent]);
+        for (const [k, x] of after) {
+          if (JSON.stringify(before.get(k)) === JSON.stringify(x)) continue;
+          await c.query(
+            'INSERT INTO credential_removals (worker_id, hostnqn, agent, body) VALUES ($1, $2, $3, $4) ON CONFLICT (hostnqn, agent) DO UPDATE SET worker_id = excluded.worker_id, body = excluded.body',
+            [x.worker_id, x.hostnqn, x.agent, JSON.stringify(x)],
+          );
+        }
+        await c.query('SELECT pg_notify($1, $2)', ['kurrent_documents', 'credentials']);
+        return { r, next };
+      }, LOCK.credentials);
+      this.data = next;
+      this.revision++;
+      return r;
+    } catch (e) {
+      throw e instanceof Error && 'code' in e ? new ApiError(503, `the database is unavailable: ${e.message}`) : e;
+    }
   }
 
   private async write(d: FileShape): Promise<void> {

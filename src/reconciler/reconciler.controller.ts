@@ -14,7 +14,7 @@ export class ReconcilerController {
    * pushes retried, hosts pushed again to agents that lost them, removals of revoked credentials
    * and of deleted workers. Audited as credential.push / credential.remove / reconcile.pass.
    */
-  @ApiErrors()
+  @ApiErrors([409, 'Another control plane holds the reconciler lease (PostgreSQL store): ask that one.'])
   @Post()
   @HttpCode(200)
   run(): Promise<ReconcileResultDto> {

@@ -1,4 +1,6 @@
-import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown, Optional } from '@nestjs/common';
+import { conflict } from '../common/api-error';
+import { Database, LOCK } from '../store/pg/database';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { Clock } from '../common/clock';
 import { secretSha12 } from '../common/nvme-keys';
@@ -36,18 +38,48 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
     private readonly clock: Clock,
     private readonly config: AppConfig,
     private readonly scheduler: SchedulerRegistry,
+    @Optional() private readonly db?: Database,
   ) {}
 
-  onApplicationBootstrap(): void {
+  /**
+   * With several control planes on one database, one of them reconciles: the holder of a
+   * session-level advisory lock (the lease). A killed holder's connection closes and PostgreSQL
+   * frees the lock; the others try every IPXE_CP_LEASE_SECONDS and one takes over.
+   */
+  leader = true;
+  private leaseTimer: NodeJS.Timeout | null = null;
+
+  private async tryLead(): Promise<void> {
+    const was = this.leader;
+    this.leader = await this.db!.tryLease(LOCK.reconciler).catch(() => false);
+    if (this.leader !== was) {
+      this.log.log(this.leader ? `${this.config.nodeId} holds the reconciler lease` : `${this.config.nodeId} lost the reconciler lease`);
+      if (this.leader) await this.audit.record('reconciler.lease', { node: this.config.nodeId, client: 'reconciler' });
+    }
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.config.reconciler) {
+      this.leader = false;
+      return;
+    }
+    if (this.db?.enabled) {
+      this.leader = false;
+      // Settled before the process serves: the first of several to start is the reconciler.
+      await this.tryLead();
+      this.leaseTimer = setInterval(() => void this.tryLead(), this.config.leaseSeconds * 1000);
+      this.leaseTimer.unref();
+    }
     if (!this.config.reconcileSeconds) return;
     const t = setInterval(() => {
-      void this.pass().catch((err) => this.log.error(`reconciler pass failed: ${(err as Error).message}`));
+      if (this.leader) void this.pass().catch((err) => this.log.error(`reconciler pass failed: ${(err as Error).message}`));
     }, this.config.reconcileSeconds * 1000);
     t.unref();
     this.scheduler.addInterval('credential-reconciler', t);
   }
 
   onApplicationShutdown(): void {
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
     if (this.scheduler.doesExist('interval', 'credential-reconciler')) this.scheduler.deleteInterval('credential-reconciler');
   }
 
@@ -60,6 +92,8 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
   }
 
   pass(): Promise<ReconcileResultDto> {
+    if (!this.config.reconciler) return Promise.reject(conflict('the reconciler is off on this control plane (IPXE_CP_RECONCILER=false)'));
+    if (!this.leader) return Promise.reject(conflict('the reconciler runs on the control plane that holds the lease (see the reconciler.lease audit entries); ask that one'));
     if (!this.running) {
       const t0 = performance.now();
       this.running = this.run()

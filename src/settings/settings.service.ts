@@ -1,4 +1,5 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnModuleInit, Optional } from '@nestjs/common';
+import { Database, LOCK } from '../store/pg/database';
 import * as path from 'node:path';
 import { AuditService } from '../audit/audit.service';
 import { conflict } from '../common/api-error';
@@ -16,7 +17,7 @@ export interface WindowState {
   closed_at: string | null;
 }
 
-interface SettingsFile {
+export interface SettingsFile {
   auto_register?: boolean;
   registration_window?: WindowState | null;
   /** Set when the first window opens: from then on new devices enter the pool only through a window. */
@@ -47,11 +48,22 @@ export class SettingsService implements OnModuleInit {
     private readonly store: LedgerStore,
     private readonly audit: AuditService,
     private readonly clock: Clock,
+    @Optional() private readonly db?: Database,
   ) {
     this.file = path.join(config.stateDir, 'settings.json');
   }
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
+    // Devices registered by another control plane count against the window's quota.
+    this.store.onExternalChange(() => (this.admitted = null));
+    if (this.db?.enabled) {
+      await this.db.init();
+      await this.db.listen('kurrent_documents', (name) => {
+        if (name === '' || name === 'settings') void this.loadPg().catch(() => undefined);
+      });
+      await this.loadPg();
+      return;
+    }
     const text = this.fs.readTextSync(this.file);
     if (text === null || text.trim() === '') return;
     let parsed: unknown;
@@ -209,9 +221,51 @@ export class SettingsService implements OnModuleInit {
   }
 
   private async save(next: SettingsFile): Promise<void> {
+    if (this.db?.enabled) return this.savePg(next);
     await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n');
     this.data = next;
     this.revision++;
+  }
+
+  /** PostgreSQL: the settings document (documents.name = 'settings'), reloaded on NOTIFY. */
+  private async loadPg(): Promise<void> {
+    const r = await this.db!.query<{ body: SettingsFile }>('SELECT body FROM documents WHERE name = $1', ['settings']);
+    const next = r.rows[0]?.body ?? {};
+    if (JSON.stringify(next) === JSON.stringify(this.data)) return;
+    this.data = next;
+    this.admitted = null;
+    this.revision++;
+  }
+
+  /**
+   * Writes the keys this change sets over the current document (under a lock), so two control
+   * planes changing different settings at once both keep their change.
+   */
+  private async savePg(next: SettingsFile): Promise<void> {
+    const changed = (Object.keys({ ...this.data, ...next }) as (keyof SettingsFile)[]).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.data[k]));
+    const merged = await this.db!.tx(async (c) => {
+      const cur = ((await c.query('SELECT body FROM documents WHERE name = $1', ['settings'])).rows[0]?.body ?? {}) as SettingsFile;
+      const out = { ...cur } as Record<string, unknown>;
+      for (const k of changed) out[k] = next[k];
+      await c.query(
+        'INSERT INTO documents (name, version, body) VALUES ($1, 1, $2) ON CONFLICT (name) DO UPDATE SET version = documents.version + 1, body = excluded.body',
+        ['settings', JSON.stringify(out)],
+      );
+      await c.query('SELECT pg_notify($1, $2)', ['kurrent_documents', 'settings']);
+      return out as SettingsFile;
+    }, LOCK.documents);
+    this.data = merged;
+    this.revision++;
+  }
+
+  /** The settings as stored (store export). */
+  snapshot(): SettingsFile {
+    return structuredClone(this.data);
+  }
+
+  /** Store import into an empty store: the document as exported. */
+  restore(data: SettingsFile): Promise<void> {
+    return this.store.exclusive(() => this.save(data));
   }
 
   /** Effective value: settings.json, else IPXE_CP_AUTO_REGISTER. */

@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnApplicationBootstrap, Optional, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap, Optional, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
 import { AuditService } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
@@ -9,6 +9,8 @@ import { LedgerFileError, LedgerMap, lineOfKey } from './ledger-map';
 import { Mutex } from './mutex';
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
 import { storageFailure } from './storage-error';
+import { Database, LOCK } from './pg/database';
+import type { PoolClient } from 'pg';
 
 interface Change<T> {
   orig: T | undefined;
@@ -133,7 +135,7 @@ const obj = <T>(m: Map<string, T | undefined>): Record<string, T | null> => {
  * a corrupt one blocks every write (commits, telemetry, checkpoints) until fixed.
  */
 @Injectable()
-export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
+export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly log = new Logger('LedgerStore');
   readonly lock = new Mutex();
   readonly devices: LedgerMap<DeviceRecord>;
@@ -160,10 +162,17 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
   /** Keys changed since the projection (dhcp-hosts.conf) last took them; full = re-derive all. */
   private feed = { full: true, d: new Set<string>(), w: new Set<string>() };
 
+  /**
+   * IPXE_CP_STORE=postgres: memory is a cache of the database, the id of the last ledger_changes
+   * row applied. See commitPg and catchUp.
+   */
+  private pg: { version: number; catching: Promise<void> | null; again: boolean } | null = null;
+
   constructor(
     private readonly config: AppConfig,
     private readonly fs: FileSystem,
     @Optional() private readonly audit?: AuditService,
+    @Optional() private readonly db?: Database,
   ) {
     this.devices = new LedgerMap(path.join(config.stateDir, 'devices.yml'), 'devices', DEVICES_HEADER, validateDevice, fs);
     this.workers = new LedgerMap(path.join(config.stateDir, 'workers.yml'), 'workers', WORKERS_HEADER, validateWorker, fs);
@@ -172,6 +181,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
   }
 
   async onModuleInit(): Promise<void> {
+    if (this.db?.enabled) return this.initPg();
     this.fs.mkdirpSync(this.config.stateDir);
     // Two control planes writing one state directory would undo each other's commits.
     const holder = this.fs.lockSync(this.lockFile);
@@ -201,7 +211,17 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     this.auditRepairs();
   }
 
+  /** PostgreSQL: the last telemetry goes to the database before Database closes its pool. */
+  async beforeApplicationShutdown(): Promise<void> {
+    if (!this.pg) return;
+    this.closing = true;
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    await this.lock.run(() => this.flushLocked()).catch((err) => this.log.error({ err }, 'telemetry flush at shutdown failed'));
+  }
+
   async onApplicationShutdown(): Promise<void> {
+    if (this.pg) return;
     this.closing = true;
     if (this.flushTimer) clearTimeout(this.flushTimer);
     if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
@@ -220,6 +240,175 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
     this.commitObservers.push(fn);
   }
 
+
+  // ---- IPXE_CP_STORE=postgres -------------------------------------------------------------
+  //
+  // The tables are the truth, memory a cache of them. Every commit of every control plane takes
+  // the ledger's advisory lock, catches this cache up to the last committed change, runs the
+  // transaction against it, writes the changed rows and one ledger_changes row, and commits:
+  // writers are serialised across processes exactly as the write lock serialises them inside
+  // one, and the unique index and foreign key make any slip a failed commit, never a broken
+  // invariant. Reads (the boot path included) are served from memory, which the other
+  // processes' commits reach through NOTIFY kurrent_ledger (milliseconds; a lost connection
+  // catches up in full on reconnect, and every commit catches up first anyway).
+
+  private async initPg(): Promise<void> {
+    await this.db!.init();
+    this.pg = { version: 0, catching: null, again: false };
+    await this.db!.listen('kurrent_ledger', (payload) => {
+      const [id, origin] = payload.split(' ');
+      if (origin === this.config.nodeId && Number(id) <= this.pg!.version) return;
+      this.scheduleCatchUp();
+    });
+    await this.reloadPg();
+  }
+
+  /** Everything from the tables (start, or a cache too far behind the pruned feed). */
+  private async reloadPg(c?: PoolClient): Promise<void> {
+    const q = c ? c.query.bind(c) : this.db!.query.bind(this.db);
+    const version = Number((await q('SELECT coalesce(max(id), 0) AS v FROM ledger_changes')).rows[0].v);
+    const devs = (await q('SELECT mac, data FROM devices')).rows as { mac: string; data: DeviceRecord }[];
+    const wks = (await q('SELECT worker_id, data FROM workers')).rows as { worker_id: string; data: WorkerRecord }[];
+    const dm = new Set(devs.map((r) => r.mac));
+    const wm = new Set(wks.map((r) => r.worker_id));
+    for (const k of [...this.devices.entries()].map(([k]) => k)) if (!dm.has(k)) this.devices.replay(k, undefined);
+    for (const k of [...this.workers.entries()].map(([k]) => k)) if (!wm.has(k)) this.workers.replay(k, undefined);
+    for (const r of devs) this.devices.replay(r.mac, r.data);
+    for (const r of wks) this.workers.replay(r.worker_id, r.data);
+    this.pg!.version = version;
+    this.invalidate();
+    for (const fn of this.listeners) fn();
+  }
+
+  private scheduleCatchUp(): void {
+    const pg = this.pg!;
+    if (pg.catching) {
+      pg.again = true;
+      return;
+    }
+    pg.catching = this.lock
+      .run(() => this.catchUp())
+      .catch((err) => this.log.warn(`catching up with the database failed (${(err as Error).message}); the next commit or notification retries`))
+      .finally(() => {
+        pg.catching = null;
+        if (pg.again && !this.closing) {
+          pg.again = false;
+          this.scheduleCatchUp();
+        }
+      });
+  }
+
+  /** Applies the commits of other processes since our version: their keys' current rows. */
+  private async catchUp(c?: PoolClient): Promise<void> {
+    const pg = this.pg!;
+    const q = c ? c.query.bind(c) : this.db!.query.bind(this.db);
+    const rows = (await q('SELECT id, devices, workers FROM ledger_changes WHERE id > $1 ORDER BY id', [pg.version])).rows as { id: string; devices: string[]; workers: string[] }[];
+    if (!rows.length) return;
+    // Pruned past us: the feed no longer says what changed.
+    if (Number(rows[0].id) !== pg.version + 1) {
+      const min = Number((await q('SELECT min(id) AS m FROM ledger_changes')).rows[0].m);
+      if (min > pg.version + 1) return this.reloadPg(c);
+    }
+    const dk = [...new Set(rows.flatMap((r) => r.devices))];
+    const wk = [...new Set(rows.flatMap((r) => r.workers))];
+    const d = new Map<string, DeviceRecord | undefined>(dk.map((k) => [k, undefined]));
+    const w = new Map<string, WorkerRecord | undefined>(wk.map((k) => [k, undefined]));
+    if (dk.length) for (const r of (await q('SELECT mac, data FROM devices WHERE mac = ANY($1)', [dk])).rows as { mac: string; data: DeviceRecord }[]) d.set(r.mac, r.data);
+    if (wk.length) for (const r of (await q('SELECT worker_id, data FROM workers WHERE worker_id = ANY($1)', [wk])).rows as { worker_id: string; data: WorkerRecord }[]) w.set(r.worker_id, r.data);
+    // Telemetry this process has not written yet stays on top of what arrives.
+    for (const [k, v] of d) {
+      const mine = this.devices.dirtyKeys.has(k) ? this.devices.get(k) : undefined;
+      if (v && mine) d.set(k, { ...v, uuid: mine.uuid, fingerprint: mine.fingerprint, first_seen: v.first_seen ?? mine.first_seen, last_seen: mine.last_seen });
+    }
+    this.noteChanges(d, w);
+    this.devices.apply(d);
+    this.workers.apply(w);
+    pg.version = Number(rows[rows.length - 1].id);
+    for (const fn of this.listeners) fn();
+  }
+
+  private async commitPg<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
+    let result!: R;
+    type Done = { d: Map<string, DeviceRecord | undefined>; w: Map<string, WorkerRecord | undefined>; id: number; t0: number };
+    let done = null as Done | null;
+    await this.db!.tx(async (c) => {
+      await this.catchUp(c);
+      const tx = new Tx(this);
+      result = await fn(tx);
+      const d = tx.devices.changes.size ? tx.devices.resolve() : new Map<string, DeviceRecord | undefined>();
+      const w = tx.workers.changes.size ? tx.workers.resolve() : new Map<string, WorkerRecord | undefined>();
+      if (!d.size && !w.size) return;
+      const t0 = performance.now();
+      await this.writeRows(c, d, w);
+      const id = Number((await c.query('INSERT INTO ledger_changes (origin, devices, workers) VALUES ($1, $2, $3) RETURNING id', [this.config.nodeId, [...d.keys()], [...w.keys()]])).rows[0].id);
+      await c.query('SELECT pg_notify($1, $2)', ['kurrent_ledger', `${id} ${this.config.nodeId}`]);
+      done = { d, w, id, t0 };
+    }, LOCK.ledger).catch((e) => {
+      throw pgFailure(e);
+    });
+    const fin = done as Done | null;
+    if (!fin) return result;
+    const { d, w, id, t0 } = fin;
+    // Timed to the COMMIT, the durable point.
+    for (const ob of this.commitObservers) ob((performance.now() - t0) / 1000, 'commit');
+    this.noteChanges(d, w);
+    if (d.size) this.devices.apply(d);
+    if (w.size) this.workers.apply(w);
+    for (const k of d.keys()) this.devices.dirtyKeys.delete(k);
+    this.pg!.version = id;
+    return result;
+  }
+
+  private async writeRows(c: PoolClient, d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>): Promise<void> {
+    const wDel = [...w].filter(([, v]) => !v).map(([k]) => k);
+    const wUp = [...w].filter(([, v]) => v) as [string, WorkerRecord][];
+    const dDel = [...d].filter(([, v]) => !v).map(([k]) => k);
+    const dUp = [...d].filter(([, v]) => v) as [string, DeviceRecord][];
+    if (dDel.length) await c.query('DELETE FROM devices WHERE mac = ANY($1)', [dDel]);
+    // Hostnames move between workers inside one commit: free them before the upsert claims them.
+    if (wDel.length) await c.query('DELETE FROM workers WHERE worker_id = ANY($1)', [wDel]);
+    if (wUp.length) {
+      await c.query("UPDATE workers SET hostname = worker_id || '/moving' WHERE worker_id = ANY($1)", [wUp.map(([k]) => k)]);
+      await c.query(
+        `INSERT INTO workers (worker_id, hostname, data) SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])
+         ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, data = excluded.data`,
+        [wUp.map(([k]) => k), wUp.map(([, v]) => v.hostname), wUp.map(([, v]) => JSON.stringify(v))],
+      );
+    }
+    if (dUp.length) {
+      // Bindings move between devices inside one commit (a force swap): unbind first, then set.
+      await c.query('UPDATE devices SET bound_worker_id = NULL, state = CASE WHEN state = $2 THEN $3 ELSE state END WHERE mac = ANY($1)', [dUp.map(([k]) => k), 'bound', 'pooled']);
+      await c.query(
+        `INSERT INTO devices (mac, state, bound_worker_id, data) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])
+         ON CONFLICT (mac) DO UPDATE SET state = excluded.state, bound_worker_id = excluded.bound_worker_id, data = excluded.data`,
+        [dUp.map(([k]) => k), dUp.map(([, v]) => v.state), dUp.map(([, v]) => v.bound_worker_id ?? null), dUp.map(([, v]) => JSON.stringify(v))],
+      );
+    }
+  }
+
+  /** Report telemetry: merged into the rows (never a stale whole record over another's commit). */
+  private async flushPg(): Promise<void> {
+    const keys = [...this.devices.dirtyKeys].filter((k) => this.devices.has(k));
+    if (!keys.length) return;
+    const recs = keys.map((k) => this.devices.get(k)!);
+    const t0 = performance.now();
+    // Under the ledger lock like every commit, so ledger_changes ids commit in order.
+    const id = await this.db!.tx(async (c) => {
+      await c.query(
+        `UPDATE devices d SET data = d.data || jsonb_build_object('uuid', u.uuid, 'fingerprint', u.fp, 'last_seen', u.last_seen, 'first_seen', coalesce(d.data->'first_seen', u.first_seen))
+         FROM unnest($1::text[], $2::jsonb[], $3::jsonb[], $4::jsonb[], $5::jsonb[]) AS u(mac, uuid, fp, last_seen, first_seen) WHERE d.mac = u.mac`,
+        [keys, recs.map((r) => JSON.stringify(r.uuid)), recs.map((r) => JSON.stringify(r.fingerprint)), recs.map((r) => JSON.stringify(r.last_seen)), recs.map((r) => JSON.stringify(r.first_seen))],
+      );
+      const id = Number((await c.query('INSERT INTO ledger_changes (origin, devices, workers) VALUES ($1, $2, $3) RETURNING id', [this.config.nodeId, keys, []])).rows[0].id);
+      await c.query('SELECT pg_notify($1, $2)', ['kurrent_ledger', `${id} ${this.config.nodeId}`]);
+      return id;
+    }, LOCK.ledger);
+    for (const ob of this.commitObservers) ob((performance.now() - t0) / 1000, 'telemetry');
+    for (const k of keys) this.devices.dirtyKeys.delete(k);
+    // Our own telemetry row: the cache already holds it; others' rows in between come with the next catch-up.
+    if (id === this.pg!.version + 1) this.pg!.version = id;
+  }
+
   /** Called after a hand edit was merged (the dnsmasq projection re-derives itself). */
   onExternalChange(fn: () => void): void {
     this.listeners.push(fn);
@@ -227,6 +416,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
 
   /** Reads: picks up hand edits at most every 200 ms, never in the middle of a transaction. */
   read(): this {
+    if (this.pg) return this;
     const now = performance.now();
     if (now - this.lastRefresh > 200 && !this.lock.busy) {
       this.lastRefresh = now;
@@ -255,6 +445,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
    * durable; a storage failure (full disk: 507, read-only: 503) changes nothing.
    */
   async commit<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
+    if (this.pg) return this.commitPg(fn);
     this.syncWithFiles();
     this.assertWritable();
     const tx = new Tx(this);
@@ -390,11 +581,13 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, OnAppl
 
   /** Writes both YAML files from memory and empties the change log. Under the lock. */
   async checkpoint(): Promise<void> {
+    if (this.pg) return;
     await this.lock.run(() => this.checkpointLocked());
   }
 
   private async flushLocked(): Promise<void> {
     if (!this.devices.dirtyKeys.size) return;
+    if (this.pg) return this.flushPg();
     this.syncWithFiles();
     if (this.devices.corrupt || this.workers.corrupt) {
       // Nothing is written while a hand edit is broken; telemetry waits in memory.
@@ -619,6 +812,16 @@ function faultHook(spec: string): (point: string) => void {
  * The devices as a restart would see them (devices.yml + the change log), read without writing
  * anything: for tools and benches that check what is on disk while a control plane runs.
  */
+/** A database failure as the API reports storage failures: unavailable (503), invariants (409). */
+function pgFailure(e: unknown): unknown {
+  if (e instanceof ApiError) return e;
+  const code = (e as { code?: string }).code;
+  if (code === '23505' || code === '23503' || code === '23514') return new ApiError(409, `the database refused the change: ${(e as Error).message}`);
+  if (typeof code === 'string' && /^(08|57P|53)/.test(code)) return new ApiError(503, `the database is unavailable: ${(e as Error).message}`);
+  if ((e as { errno?: number; syscall?: string }).syscall) return new ApiError(503, `the database is unreachable: ${(e as Error).message}`);
+  return e;
+}
+
 export function readDevicesOnDisk(stateDir: string, fs: FileSystem): Map<string, DeviceRecord> {
   const m = new LedgerMap(path.join(stateDir, 'devices.yml'), 'devices', '', validateDevice, fs);
   m.loadSync();

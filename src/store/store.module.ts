@@ -1,10 +1,11 @@
 import { Global, Module } from '@nestjs/common';
 import { FileSystem } from './file-system';
 import { LedgerStore } from './ledger.store';
+import { Database } from './pg/database';
 
 @Global()
 @Module({
-  providers: [FileSystem, LedgerStore],
-  exports: [FileSystem, LedgerStore],
+  providers: [FileSystem, Database, LedgerStore],
+  exports: [FileSystem, Database, LedgerStore],
 })
 export class StoreModule {}

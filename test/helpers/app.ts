@@ -50,6 +50,27 @@ export function injector(app: NestFastifyApplication, token?: string, spec = 'co
   };
 }
 
+/**
+ * KURRENT_TEST_STORE=postgres runs the suite on the PostgreSQL store: one cluster per test file,
+ * one database per state directory (a restart on the same directory gets the same database).
+ */
+let cluster: Promise<import('./postgres').PgCluster> | null = null;
+const databases = new Map<string, string>();
+async function storeEnv(dir: string): Promise<Record<string, string>> {
+  if (process.env.KURRENT_TEST_STORE !== 'postgres') return {};
+  if (!cluster) {
+    const { startPostgres } = await import('./postgres');
+    cluster = startPostgres();
+    const c = await cluster;
+    // Test files call startApp inside tests too, where no hook may be added: stop at exit.
+    process.once('exit', () => c.stop());
+  }
+  const c = await cluster;
+  let url = databases.get(dir);
+  if (!url) databases.set(dir, (url = c.createDb(`t${databases.size + 1}`)));
+  return { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+}
+
 export function tempDir(prefix = 'kurrent-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
@@ -64,6 +85,7 @@ export async function startApp(
 ): Promise<TestApp> {
   const dir = opts.dir ?? tempDir();
   const fullEnv: Record<string, string> = {
+    ...(await storeEnv(dir)),
     IPXE_CP_CONFIG_DIR: path.join(dir, 'config'),
     IPXE_CP_STATE_DIR: path.join(dir, 'state'),
     IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'),

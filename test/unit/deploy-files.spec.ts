@@ -21,6 +21,24 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     }
   });
 
+  it('compose.postgres.yml: two control planes on one PostgreSQL behind the balancer, each a node id, the dnsmasq projection from one', () => {
+    // merge: compose resolves the `<<: *control-plane` merge keys.
+    const c = parse(read('docker/compose.postgres.yml'), { merge: true });
+    const cps = ['cp-1', 'cp-2'].map((n) => c.services[n]);
+    for (const cp of cps) {
+      expect(cp.build.dockerfile).toBe('docker/control-plane.Dockerfile');
+      expect(cp.environment.IPXE_CP_STORE).toBe('postgres');
+      expect(cp.environment.IPXE_CP_DATABASE_URL).toBe(cps[0].environment.IPXE_CP_DATABASE_URL);
+      expect(cp.depends_on.postgres.condition).toBe('service_healthy');
+    }
+    expect(new Set(cps.map((cp) => cp.environment.IPXE_CP_NODE_ID)).size).toBe(2);
+    expect(cps.filter((cp) => cp.environment.IPXE_CP_DNSMASQ_RELOAD)).toHaveLength(1);
+    expect(c.services.lb.ports).toEqual(['4839:4839']);
+    const haproxy = read('docker/haproxy.cfg');
+    for (const n of ['cp-1', 'cp-2']) expect(haproxy).toContain(`server ${n} ${n}:4839 check`);
+    expect(haproxy).toContain('option httpchk GET /healthz');
+  });
+
   it('the Dockerfile starts the app as npm run start:prod does', () => {
     const pkg = JSON.parse(read('package.json'));
     const cmd = /^CMD (\[.*\])$/m.exec(read('docker/control-plane.Dockerfile'))![1];

@@ -1,0 +1,77 @@
+/**
+ * The PostgreSQL schema, as ordered migrations run at start (Database.init) inside one
+ * transaction under an advisory lock, so two control planes starting together migrate once.
+ * Append only: a released migration is never edited, a change is a new entry.
+ *
+ * The invariants are the database's job: one device per worker (unique partial index on
+ * bound_worker_id), one worker per device (a device row holds one bound_worker_id), a binding
+ * names an existing worker (deferred foreign key: a worker delete unbinds in the same
+ * transaction), hostnames unique, audit ids from a sequence taken under a lock so they increase
+ * in commit order.
+ */
+export interface Migration {
+  id: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    id: 1,
+    name: 'ledger, changes feed, documents, credentials, audit',
+    sql: `
+CREATE TABLE workers (
+  worker_id text PRIMARY KEY,
+  hostname  text NOT NULL,
+  data      jsonb NOT NULL
+);
+CREATE UNIQUE INDEX workers_hostname ON workers (hostname);
+
+CREATE TABLE devices (
+  mac             text PRIMARY KEY CHECK (mac ~ '^[0-9a-f]{2}(:[0-9a-f]{2}){5}$'),
+  state           text NOT NULL CHECK (state IN ('pooled', 'bound', 'revoked')),
+  bound_worker_id text REFERENCES workers (worker_id) DEFERRABLE INITIALLY DEFERRED,
+  data            jsonb NOT NULL,
+  CHECK ((state = 'bound') = (bound_worker_id IS NOT NULL))
+);
+CREATE UNIQUE INDEX devices_one_per_worker ON devices (bound_worker_id) WHERE bound_worker_id IS NOT NULL;
+
+-- Which keys each commit touched: the feed other control planes catch up from (LISTEN kurrent_ledger).
+CREATE TABLE ledger_changes (
+  id      bigserial PRIMARY KEY,
+  at      timestamptz NOT NULL DEFAULT now(),
+  origin  text NOT NULL,
+  devices text[] NOT NULL,
+  workers text[] NOT NULL
+);
+
+-- Whole small documents (runtime settings), versioned; NOTIFY kurrent_documents on change.
+CREATE TABLE documents (
+  name    text PRIMARY KEY,
+  version bigint NOT NULL,
+  body    jsonb NOT NULL
+);
+
+-- NVMe-oF credentials (secrets: the table is the 0600 file of the file store) and pending removals.
+CREATE TABLE credentials (
+  worker_id text PRIMARY KEY,
+  body      jsonb NOT NULL
+);
+CREATE TABLE credential_removals (
+  worker_id text NOT NULL,
+  hostnqn   text NOT NULL,
+  agent     text NOT NULL,
+  body      jsonb NOT NULL,
+  PRIMARY KEY (hostnqn, agent)
+);
+
+CREATE SEQUENCE audit_ids;
+CREATE TABLE audit (
+  id    bigint PRIMARY KEY,
+  entry jsonb NOT NULL
+);
+CREATE INDEX audit_mac ON audit ((entry->>'mac'));
+CREATE INDEX audit_worker ON audit ((entry->>'worker_id'));
+`,
+  },
+];
