@@ -9,6 +9,7 @@ const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 
 module.exports = {
   testTimeout: 120_000,
   globalSetup: '<rootDir>/test/global-setup.js',
+  globalTeardown: '<rootDir>/test/global-teardown.js',
   projects: [
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
     { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.e2e-spec.ts'] },

@@ -12,4 +12,11 @@ module.exports = async () => {
     cwd: path.join(__dirname, '..'),
     stdio: 'inherit',
   });
+  // KURRENT_TEST_STORE=postgres: one cluster for the run (test/helpers/app.ts makes a database per app).
+  if (process.env.KURRENT_TEST_STORE === 'postgres') {
+    const { startPostgres } = require('../dist/scripts/pg-cluster.js');
+    const pg = await startPostgres();
+    process.env.KURRENT_TEST_PG_URL = pg.url;
+    globalThis.__kurrentPg = pg;
+  }
 };

@@ -81,10 +81,14 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   /** PostgreSQL: queued entries go in before Database closes its pool. */
   async beforeApplicationShutdown(): Promise<void> {
     if (!this.db?.enabled) return;
-    while (this.writing || this.pgQueue.length) {
+    // One last try for what is queued; a database still failing then loses it (logged).
+    for (let i = 0; i < 3 && (this.writing || this.pgQueue.length); i++) {
+      if (this.retryTimer) clearTimeout(this.retryTimer);
+      this.retryTimer = null;
       if (!this.writing) this.kickPg();
       await this.writing;
     }
+    if (this.pgQueue.length) this.log.error(`${this.pgQueue.length} audit entr(ies) not written at shutdown: the database refused them`);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -149,7 +153,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private kickPg(): void {
-    if (this.writing || !this.pgQueue.length) return;
+    if (this.writing || this.retryTimer || !this.pgQueue.length) return;
     const batch = this.pgQueue.splice(0);
     this.writing = this.db!.tx(async (c) => {
       const ids = (await c.query<{ id: string }>("SELECT nextval('audit_ids') AS id FROM generate_series(1, $1)", [batch.length])).rows.map((r) => Number(r.id));
@@ -158,15 +162,25 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
       return entries;
     }, LOCK.audit).then(
       (entries) => {
+        if (this.failing) this.log.log(`audit table writable again; ${batch.length} queued entr(ies) written`);
+        this.failing = false;
         batch.forEach((b, i) => {
           for (const t of this.taps) t(entries[i]);
           b.resolve(entries[i]);
         });
       },
       (err) => {
-        // The change each entry describes is committed; the entry is logged, not lost silently.
-        this.log.error({ err, entries: batch.map((b) => b.entry.op) }, 'audit insert failed');
+        // As with the file: the change each entry describes is committed, so its request is not
+        // failed; the entries stay first in the queue and are retried every second, in order.
+        if (!this.failing) this.log.error({ err }, `audit insert failed; ${batch.length} entr(ies) kept in order and retried`);
+        this.failing = true;
+        this.pgQueue.unshift(...batch.map((b) => ({ ...b, resolve: () => undefined })));
         batch.forEach((b) => b.resolve({ id: 0, ...b.entry } as AuditEntry));
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = null;
+          this.kickPg();
+        }, 1000);
+        this.retryTimer.unref?.();
       },
     ).finally(() => {
       this.writing = null;

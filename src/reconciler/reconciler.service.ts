@@ -52,11 +52,17 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
   private async tryLead(): Promise<void> {
     const was = this.leader;
     this.leader = await this.db!.tryLease(LOCK.reconciler).catch(() => false);
-    if (this.leader !== was) {
-      this.log.log(this.leader ? `${this.config.nodeId} holds the reconciler lease` : `${this.config.nodeId} lost the reconciler lease`);
-      if (this.leader) await this.audit.record('reconciler.lease', { node: this.config.nodeId, client: 'reconciler' });
+    if (this.leader === was) {
+      if (!this.leader) this.waited = true;
+      return;
     }
+    this.log.log(this.leader ? `${this.config.nodeId} holds the reconciler lease` : `${this.config.nodeId} lost the reconciler lease`);
+    // Audited when it moves: taken from another holder (or after losing it), not the first start.
+    if (this.leader && this.waited) await this.audit.record('reconciler.lease', { node: this.config.nodeId, client: 'reconciler' });
+    this.waited = true;
   }
+  /** Set once this process waited for the lease (another held it) or lost it. */
+  private waited = false;
 
   async onApplicationBootstrap(): Promise<void> {
     if (!this.config.reconciler) {

@@ -215,6 +215,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
   async beforeApplicationShutdown(): Promise<void> {
     if (!this.pg) return;
     this.closing = true;
+    if (this.pruneTimer) clearInterval(this.pruneTimer);
     if (this.flushTimer) clearTimeout(this.flushTimer);
     this.flushTimer = null;
     await this.lock.run(() => this.flushLocked()).catch((err) => this.log.error({ err }, 'telemetry flush at shutdown failed'));
@@ -261,7 +262,14 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
       this.scheduleCatchUp();
     });
     await this.reloadPg();
+    // The feed only has to reach processes that were away a short while (others reload in full):
+    // an hour of it is kept, and always the newest row, the version every process starts from.
+    this.pruneTimer = setInterval(() => {
+      void this.db!.query("DELETE FROM ledger_changes WHERE at < now() - interval '1 hour' AND id < (SELECT max(id) FROM ledger_changes)").catch(() => undefined);
+    }, 10 * 60_000);
+    this.pruneTimer.unref();
   }
+  private pruneTimer: NodeJS.Timeout | null = null;
 
   /** Everything from the tables (start, or a cache too far behind the pruned feed). */
   private async reloadPg(c?: PoolClient): Promise<void> {
@@ -395,7 +403,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     // Under the ledger lock like every commit, so ledger_changes ids commit in order.
     const id = await this.db!.tx(async (c) => {
       await c.query(
-        `UPDATE devices d SET data = d.data || jsonb_build_object('uuid', u.uuid, 'fingerprint', u.fp, 'last_seen', u.last_seen, 'first_seen', coalesce(d.data->'first_seen', u.first_seen))
+        `UPDATE devices d SET data = d.data || jsonb_build_object('uuid', u.uuid, 'fingerprint', u.fp, 'last_seen', u.last_seen, 'first_seen', CASE WHEN jsonb_typeof(d.data->'first_seen') = 'string' THEN d.data->'first_seen' ELSE u.first_seen END)
          FROM unnest($1::text[], $2::jsonb[], $3::jsonb[], $4::jsonb[], $5::jsonb[]) AS u(mac, uuid, fp, last_seen, first_seen) WHERE d.mac = u.mac`,
         [keys, recs.map((r) => JSON.stringify(r.uuid)), recs.map((r) => JSON.stringify(r.fingerprint)), recs.map((r) => JSON.stringify(r.last_seen)), recs.map((r) => JSON.stringify(r.first_seen))],
       );

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startApp, TestApp } from '../helpers/app';
+import { itFiles, startApp, TestApp } from '../helpers/app';
 
 const EMPTY = '#!ipxe\n# no per-worker boot vars found\n';
 
@@ -82,7 +82,7 @@ describe('GET /boot-vars (section 5)', () => {
     expect((await get('?mac=00:0c:29:b9:8b:2e&format=json')).body).toEqual({ menu_default: 'reboot', menu_timeout: 2 });
   });
 
-  it('projects disk variables from the default disk when the ledger has disks', async () => {
+  itFiles('projects disk variables from the default disk when the ledger has disks', async () => {
     await seed();
     // A disk record as the agents side writes it (hand-placed here: disks arrive with agents).
     const file = path.join(t.dir, 'state/workers.yml');
@@ -110,7 +110,7 @@ describe('GET /boot-vars (section 5)', () => {
     expect((await get('?mac=00:0c:29:b9:8b:2d&mac=00:0c:29:b9:8b:2e')).status).toBe(400);
   });
 
-  it('a cached answer never outlives its inputs: an agents.yml hand edit changes the next answer', async () => {
+  itFiles('a cached answer never outlives its inputs: an agents.yml hand edit changes the next answer', async () => {
     await seed();
     const file = path.join(t.dir, 'state/workers.yml');
     fs.writeFileSync(

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse } from 'yaml';
-import { dhcpLines, macOf, startApp, tempDir, TestApp } from '../helpers/app';
+import { dhcpLines, itFiles, macOf, startApp, tempDir, TestApp } from '../helpers/app';
 
 /** Deterministic PRNG so a failure reproduces. */
 function rng(seed: number) {
@@ -111,7 +111,7 @@ describe('ledger consistency', () => {
     expect(ops[ops.length - 1]).toMatchObject({ id: snapshot.ops.next_cursor + 1, op: 'device.unbind' });
   });
 
-  it('picks up hand edits in any YAML layout, and heals a stale dhcp-hosts.conf at start', async () => {
+  itFiles('picks up hand edits in any YAML layout, and heals a stale dhcp-hosts.conf at start', async () => {
     t = await startApp();
     await t.req('POST', '/workers', { worker_id: 'w1' });
     fs.writeFileSync(
@@ -146,7 +146,7 @@ describe('ledger consistency', () => {
     expect(t.read('dnsmasq/dhcp-hosts.conf')).toBe('00:0c:29:b9:8b:2d,w1\n');
   });
 
-  it('refuses to start on a corrupt ledger file, naming the file and line; nothing is reset', async () => {
+  itFiles('refuses to start on a corrupt ledger file, naming the file and line; nothing is reset', async () => {
     const dir = tempDir();
     fs.mkdirSync(path.join(dir, 'state'));
     const cases: [string, string, RegExp][] = [
@@ -181,7 +181,7 @@ describe('ledger consistency', () => {
     expect((await t.req('GET', '/agents?live=false')).body.map((a: any) => [a.id, a.enabled])).toEqual([['st2', false]]);
   });
 
-  it('a hand edit that breaks the file at runtime blocks mutations with a clear 500 until fixed', async () => {
+  itFiles('a hand edit that breaks the file at runtime blocks mutations with a clear 500 until fixed', async () => {
     t = await startApp();
     await t.req('POST', '/devices', { mac: '02:00:00:00:00:01' });
     const file = path.join(t.dir, 'state/devices.yml');

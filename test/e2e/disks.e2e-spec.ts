@@ -3,7 +3,7 @@ import * as http from 'node:http';
 import * as path from 'node:path';
 import { FileSystem } from '../../src/store/file-system';
 import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
-import { startApp, tempDir, TestApp } from '../helpers/app';
+import { itFiles, startApp, tempDir, TestApp } from '../helpers/app';
 
 const IQN = 'iqn.2026-07.com.controller';
 const NQN = 'nqn.2026-07.com.controller';
@@ -338,7 +338,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect(targets.sort()).toEqual(recorded.sort()); // every target is in the ledger and vice versa
   });
 
-  it('a disk whose ledger write fails leaves no target behind', async () => {
+  itFiles('a disk whose ledger write fails leaves no target behind', async () => {
     await register();
     await t.req('POST', '/workers', { worker_id: 'w9' });
     const fsys = t.app.get(FileSystem);

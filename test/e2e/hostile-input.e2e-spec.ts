@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startApp, tempDir, TestApp } from '../helpers/app';
+import { itFiles, startApp, tempDir, TestApp } from '../helpers/app';
 
 /** Regression tests for what fuzzing both specs found (issue 8): every byte from outside is hostile. */
 
@@ -53,7 +53,7 @@ describe('hostile input at every boundary', () => {
     await expect(startApp({}, { dir })).rejects.toThrow(/agents\.yml:2: "st1": iscsi_server must be an IPv4 address/);
   });
 
-  it('a stored value that fails its grammar never reaches a boot script: inert script, one audit record', async () => {
+  itFiles('a stored value that fails its grammar never reaches a boot script: inert script, one audit record', async () => {
     t = await startApp();
     // An agent and a worker disk as a hand edit could leave them (workers.yml is not re-validated
     // field by field): the renderer is the last line of defence.
@@ -121,7 +121,7 @@ describe('hostile input at every boundary', () => {
     expect(after).toEqual(before);
   });
 
-  it('a hand-edited devices.yml with a multicast MAC stops the start naming the line', async () => {
+  itFiles('a hand-edited devices.yml with a multicast MAC stops the start naming the line', async () => {
     const dir = tempDir();
     fs.mkdirSync(path.join(dir, 'state'));
     fs.writeFileSync(path.join(dir, 'state/devices.yml'), `devices:\n  "${MAC}": {"state":"pooled"}\n  "01:00:5e:00:00:01": {"state":"pooled"}\n`);

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TEMP_FILE } from '../../src/store/file-system';
-import { macOf, startApp, tempDir, TestApp } from '../helpers/app';
+import { describeFiles, macOf, startApp, tempDir, TestApp } from '../helpers/app';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,7 +31,7 @@ const stateFiles = (t: TestApp) => {
   return snap;
 };
 
-describe('ledger storage failures', () => {
+describeFiles('ledger storage failures', () => {
   let t: TestApp | undefined;
   let mnt: string | undefined;
   afterEach(async () => {
@@ -113,7 +113,7 @@ describe('ledger storage failures', () => {
   });
 });
 
-describe('hand edits with deferred checkpoints', () => {
+describeFiles('hand edits with deferred checkpoints', () => {
   let t: TestApp;
   afterEach(() => t?.close());
   const devicesFile = () => path.join(t.dir, 'state/devices.yml');

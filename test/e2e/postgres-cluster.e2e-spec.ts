@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { Client } from 'pg';
-import { freePort, tempDir } from '../helpers/app';
+import { freePort, startApp, tempDir } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
 
 /**
@@ -247,9 +247,30 @@ describe('two control planes on one PostgreSQL', () => {
     const viewA = ((await a.req('GET', '/devices')).body as any[]).map((d) => [d.mac, d.state, d.bound_worker_id]).sort();
     expect(viewA).toEqual(view);
     expect((await a.req('POST', '/reconcile')).status).toBe(409);
-    const leases = audit.filter((r) => r.entry.op === 'reconciler.lease').map((r) => r.entry.node);
-    expect(leases.slice(0, 1)).toEqual(['cp-a']);
-    const after = (await db.query("SELECT entry->>'node' AS node FROM audit WHERE entry->>'op' = 'reconciler.lease' ORDER BY id")).rows.map((r) => r.node);
-    expect(after).toEqual(['cp-a', 'cp-b']);
+    // The lease's moves are audited: b took it over from a (a's first start is logged, not audited).
+    const moves = (await db.query("SELECT entry->>'node' AS node FROM audit WHERE entry->>'op' = 'reconciler.lease' ORDER BY id")).rows.map((r) => r.node);
+    expect(moves).toEqual(['cp-b']);
+  });
+
+  it('an audit insert the database refuses is retried in order, the change it describes stays acknowledged', async () => {
+    const url = pg.createDb('audit_retry');
+    const t = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_NODE_ID: 'solo' });
+    const c = new Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query('ALTER TABLE audit RENAME TO audit_away');
+      expect((await t.req('POST', '/devices', { mac: '02:00:00:00:0a:01' })).status).toBe(201);
+      expect((await t.req('POST', '/devices', { mac: '02:00:00:00:0a:02' })).status).toBe(201);
+      await c.query('ALTER TABLE audit_away RENAME TO audit');
+      let ops: { op: string; mac?: string }[] = [];
+      for (let i = 0; i < 100 && ops.filter((e) => e.op === 'device.register').length < 2; i++) {
+        await sleep(50);
+        ops = (await c.query("SELECT entry FROM audit ORDER BY id")).rows.map((r) => r.entry);
+      }
+      expect(ops.filter((e) => e.op === 'device.register').map((e) => e.mac)).toEqual(['02:00:00:00:0a:01', '02:00:00:00:0a:02']);
+    } finally {
+      await c.end();
+      await t.close();
+    }
   });
 });

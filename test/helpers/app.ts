@@ -1,4 +1,6 @@
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as net from 'node:net';
@@ -51,24 +53,80 @@ export function injector(app: NestFastifyApplication, token?: string, spec = 'co
 }
 
 /**
- * KURRENT_TEST_STORE=postgres runs the suite on the PostgreSQL store: one cluster per test file,
- * one database per state directory (a restart on the same directory gets the same database).
+ * KURRENT_TEST_STORE=postgres runs the suites on the PostgreSQL store: the cluster is started by
+ * test/global-setup.js (KURRENT_TEST_PG_URL), each state directory gets its own database (a
+ * restart on the same directory gets the same one), and `read('state/...')` shows the tables in
+ * the files' formats, so assertions about what reached the store hold for both.
  */
-let cluster: Promise<import('./postgres').PgCluster> | null = null;
 const databases = new Map<string, string>();
-async function storeEnv(dir: string): Promise<Record<string, string>> {
-  if (process.env.KURRENT_TEST_STORE !== 'postgres') return {};
-  if (!cluster) {
-    const { startPostgres } = await import('./postgres');
-    cluster = startPostgres();
-    const c = await cluster;
-    // Test files call startApp inside tests too, where no hook may be added: stop at exit.
-    process.once('exit', () => c.stop());
-  }
-  const c = await cluster;
+export const onPostgres = () => process.env.KURRENT_TEST_STORE === 'postgres';
+function storeEnv(dir: string): Record<string, string> {
+  if (!onPostgres()) return {};
+  const admin = process.env.KURRENT_TEST_PG_URL;
+  if (!admin) throw new Error('KURRENT_TEST_STORE=postgres needs the cluster of test/global-setup.js');
   let url = databases.get(dir);
-  if (!url) databases.set(dir, (url = c.createDb(`t${databases.size + 1}`)));
+  if (!url) {
+    const name = `t_${randomBytes(6).toString("hex")}`;
+    psql(admin, `CREATE DATABASE "${name}"`);
+    databases.set(dir, (url = admin.replace(/\/[^/]*$/, `/${name}`)));
+  }
   return { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+}
+
+function psql(url: string, sql: string): string {
+  const r = spawnSync('psql', ['-X', '-At', '-v', 'ON_ERROR_STOP=1', url, '-c', sql], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`psql: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** The tables behind each state file, rendered as the file store writes that file. */
+function readFromDb(url: string, rel: string): string | null {
+  const rows = (sql: string) => psql(url, sql).split('\n').filter((l) => l !== '');
+  // jsonb prints `"a": 1`; the files hold compact JSON, which is what assertions look for.
+  const compact = (json: string) => JSON.stringify(JSON.parse(json));
+  const ledger = (root: string, sql: string) => {
+    const lines = rows(sql).map((l) => {
+      const [k, v] = JSON.parse(l) as [string, unknown];
+      return `${JSON.stringify(k)}: ${JSON.stringify(v)}`;
+    });
+    return lines.length ? `${root}:\n${lines.map((l) => `  ${l}`).join('\n')}\n` : `${root}: {}\n`;
+  };
+  try {
+    switch (rel) {
+      case 'state/devices.yml':
+        return ledger('devices', "SELECT json_build_array(mac, data)::text FROM devices ORDER BY mac");
+      case 'state/workers.yml':
+        return ledger('workers', "SELECT json_build_array(worker_id, data)::text FROM workers ORDER BY worker_id");
+      case 'state/settings.json':
+        return rows("SELECT body::text FROM documents WHERE name = 'settings'").map(compact)[0] ?? '<missing>';
+      case 'state/operations.jsonl':
+        return rows('SELECT entry::text FROM audit ORDER BY id').map((l) => `${compact(l)}\n`).join('');
+      case 'state/nvme-credentials.json':
+        return JSON.stringify({
+          version: 1,
+          credentials: Object.fromEntries(rows('SELECT worker_id, body::text FROM credentials ORDER BY worker_id').map((l) => { const i = l.indexOf('|'); return [l.slice(0, i), JSON.parse(l.slice(i + 1))]; })),
+          removals: rows('SELECT body::text FROM credential_removals ORDER BY hostnqn, agent').map((l) => JSON.parse(l)),
+        }, null, 2);
+      case 'state/ledger.wal':
+        return '';
+      default:
+        return null;
+    }
+  } catch {
+    return '<missing>';
+  }
+}
+
+/**
+ * Behaviour of the file store itself (YAML hand edits, the files and the change log on disk, a
+ * full or read-only state directory): registered in the file-store pass only. The PostgreSQL pass
+ * (`npm run test:e2e:pg`, part of `npm test`) runs every other e2e test on the database.
+ */
+export function describeFiles(name: string, fn: () => void): void {
+  if (!onPostgres()) describe(name, fn);
+}
+export function itFiles(name: string, fn: () => Promise<unknown>, timeout?: number): void {
+  if (!onPostgres()) it(name, fn, timeout);
 }
 
 export function tempDir(prefix = 'kurrent-'): string {
@@ -85,7 +143,7 @@ export async function startApp(
 ): Promise<TestApp> {
   const dir = opts.dir ?? tempDir();
   const fullEnv: Record<string, string> = {
-    ...(await storeEnv(dir)),
+    ...storeEnv(dir),
     IPXE_CP_CONFIG_DIR: path.join(dir, 'config'),
     IPXE_CP_STATE_DIR: path.join(dir, 'state'),
     IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'),
@@ -102,6 +160,8 @@ export async function startApp(
   await app.getHttpAdapter().getInstance().ready();
   const req = injector(app, fullEnv.IPXE_CP_TOKEN);
   const read = (rel: string) => {
+    const fromDb = fullEnv.IPXE_CP_STORE === 'postgres' ? readFromDb(fullEnv.IPXE_CP_DATABASE_URL, rel) : null;
+    if (fromDb !== null) return fromDb;
     try {
       return fs.readFileSync(path.join(dir, rel), 'utf8');
     } catch {
