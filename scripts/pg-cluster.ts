@@ -15,6 +15,9 @@ export interface PgCluster {
   dir: string;
   /** A fresh, empty database on this cluster: its URL. */
   createDb: (name: string) => string;
+  /** Stops the server, keeping its data (an outage); `resume` starts it again on the same port. */
+  pause: () => void;
+  resume: () => void;
   stop: () => void;
 }
 
@@ -51,7 +54,8 @@ export async function startPostgres(): Promise<PgCluster> {
   };
   as('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   const port = await freePort();
-  as('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '60', '-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${sock} -c max_connections=200`, 'start']);
+  const start = () => as('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '60', '-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${sock} -c max_connections=200`, 'start']);
+  start();
   const psql = path.join(bin, 'psql');
   let stopped = false;
   return {
@@ -61,6 +65,12 @@ export async function startPostgres(): Promise<PgCluster> {
     createDb: (name) => {
       execFileSync(psql, ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-c', `CREATE DATABASE "${name}"`], { stdio: 'ignore' });
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
+    },
+    pause: () => {
+      as('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+    },
+    resume: () => {
+      start();
     },
     stop: () => {
       if (stopped) return;

@@ -110,7 +110,7 @@ describe('two control planes on one PostgreSQL', () => {
   afterAll(async () => {
     await a?.stop();
     await b?.stop();
-    await db?.end();
+    await db?.end().catch(() => undefined);
     pg?.stop();
   });
 
@@ -270,6 +270,36 @@ describe('two control planes on one PostgreSQL', () => {
       expect(ops.filter((e) => e.op === 'device.register').map((e) => e.mac)).toEqual(['02:00:00:00:0a:01', '02:00:00:00:0a:02']);
     } finally {
       await c.end();
+      await t.close();
+    }
+  });
+
+  // Last: it stops the cluster for a while.
+  it('the database down: boots keep being answered from the cache, writes get a 503 naming it, all recovers when it is back', async () => {
+    const url = pg.createDb('outage');
+    const t = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_NODE_ID: 'solo2' });
+    try {
+      await t.req('POST', '/devices', { mac: '02:00:00:00:0b:01' });
+      await t.req('POST', '/workers', { worker_id: 'ow1', mac: '02:00:00:00:0b:01' });
+      const answer = (await t.req('GET', '/boot-vars?mac=02:00:00:00:0b:01')).text;
+      expect(answer).toContain('boot vars for ow1');
+      await db.end();
+      pg.pause();
+      // The boot path reads memory: the fleet still boots during the outage.
+      expect((await t.req('GET', '/boot-vars?mac=02:00:00:00:0b:01')).text).toBe(answer);
+      expect((await t.req('GET', '/devices/02:00:00:00:0b:01')).status).toBe(200);
+      const w = await t.req('POST', '/devices', { mac: '02:00:00:00:0b:02' });
+      expect(w.status).toBe(503);
+      expect(w.body.message).toMatch(/database/);
+      pg.resume();
+      let status = 0;
+      for (let i = 0; i < 100 && status !== 201; i++) {
+        status = (await t.req('POST', '/devices', { mac: '02:00:00:00:0b:02' })).status;
+        if (status !== 201) await sleep(100);
+      }
+      expect(status).toBe(201);
+      expect((await t.req('GET', '/devices')).body.map((d: { mac: string }) => d.mac)).toEqual(['02:00:00:00:0b:01', '02:00:00:00:0b:02']);
+    } finally {
       await t.close();
     }
   });

@@ -1,7 +1,20 @@
 import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Client, Pool, PoolClient } from 'pg';
+import { ApiError } from '../../common/api-error';
 import { AppConfig } from '../../config/app-config';
 import { MIGRATIONS } from './migrations';
+
+/** No SQLSTATE, or class 08 (connection), 57P (shutdown), 53 (resources): the database is not there. */
+function isConnectionError(e: unknown): boolean {
+  if (!e || typeof e !== 'object') return false;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === 'string') return /^(08|57P|53|EC|EN|EH|ET)/.test(code);
+  return /Connection terminated|connect|timeout/i.test((e as Error).message ?? '');
+}
+
+function unavailable(e: unknown): ApiError {
+  return new ApiError(503, `the database is unavailable: ${(e as Error).message}`);
+}
 
 /** Advisory lock ids (classid 'ku', objid below): one namespace for every Kurrent lock. */
 export const LOCK = { migrate: 1, ledger: 2, audit: 3, documents: 4, credentials: 5, reconciler: 6 } as const;
@@ -53,13 +66,33 @@ export class Database implements OnApplicationShutdown {
     });
   }
 
-  query<R extends object = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<{ rows: R[] }> {
-    return this.pool!.query<R>(text, params);
+  async query<R extends object = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<{ rows: R[] }> {
+    try {
+      return await this.pool!.query<R>(text, params);
+    } catch (e) {
+      throw isConnectionError(e) ? unavailable(e) : e;
+    }
   }
 
-  /** One transaction (READ COMMITTED); `lock` takes that advisory lock first, held to the end. */
+  /**
+   * One transaction (READ COMMITTED); `lock` takes that advisory lock first, held to the end. A
+   * database that cannot be reached or drops the connection is a 503 naming it (the boot path
+   * keeps answering from memory meanwhile); SQL errors reach the caller as they are.
+   */
   async tx<R>(fn: (c: PoolClient) => Promise<R>, lock?: number): Promise<R> {
-    const c = await this.pool!.connect();
+    let c: PoolClient;
+    try {
+      c = await this.pool!.connect();
+    } catch (e) {
+      throw unavailable(e);
+    }
+    // A checked-out client has no listener of the pool's: a dropped connection must not crash the process.
+    let lost = false;
+    const onError = (err: Error) => {
+      lost = true;
+      this.log.warn(`database connection lost mid-transaction: ${err.message}`);
+    };
+    c.on('error', onError);
     try {
       await c.query('BEGIN');
       if (lock !== undefined) await c.query('SELECT pg_advisory_xact_lock($1, $2)', [CLASS, lock]);
@@ -67,10 +100,13 @@ export class Database implements OnApplicationShutdown {
       await c.query('COMMIT');
       return r;
     } catch (e) {
-      await c.query('ROLLBACK').catch(() => undefined);
-      throw e;
+      if (isConnectionError(e)) lost = true;
+      else await c.query('ROLLBACK').catch(() => undefined);
+      throw isConnectionError(e) ? unavailable(e) : e;
     } finally {
-      c.release();
+      c.off('error', onError);
+      // A client whose connection failed is destroyed, never handed out again.
+      c.release(lost || undefined);
     }
   }
 
