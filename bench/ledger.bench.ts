@@ -50,7 +50,7 @@ async function run(n: number, mode: 'change log' | 'rewrite per commit', rounds:
         IPXE_CP_CHECKPOINT_MS: mode === 'change log' ? '1000' : '0',
       },
       `${url}/healthz`,
-      ['--max-semi-space-size=32'],
+      ['--max-semi-space-size=64'],
     );
     try {
       const times: number[] = [];

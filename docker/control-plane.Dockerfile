@@ -27,4 +27,4 @@ ENV IPXE_CP_CONFIG_DIR=/app/config IPXE_CP_STATE_DIR=/app/state IPXE_CP_DNSMASQ_
 VOLUME ["/app/config", "/app/state", "/app/dnsmasq"]
 EXPOSE 4839
 HEALTHCHECK --interval=10s --timeout=3s CMD node -e "require('http').get('http://127.0.0.1:4839/healthz',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"
-CMD ["node", "--max-semi-space-size=32", "--single-threaded-gc", "dist/src/start.js"]
+CMD ["node", "--max-semi-space-size=64", "--single-threaded-gc", "dist/src/start.js"]
