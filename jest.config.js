@@ -16,5 +16,7 @@ module.exports = {
     { ...base, displayName: 'boot', testMatch: ['<rootDir>/test/boot/**/*.boot-spec.ts'] },
     // The web UI in headless Debian Chromium (playwright-core) against a real control plane and agent.
     { ...base, displayName: 'ui', testMatch: ['<rootDir>/test/ui/**/*.ui-spec.ts'] },
+    // The storage agent on real kernels (LIO, nvmet, TLS) in qemu guests (scripts/kernel-node.ts).
+    { ...base, displayName: 'kernel', testMatch: ['<rootDir>/test/kernel/**/*.kernel-spec.ts'] },
   ],
 };

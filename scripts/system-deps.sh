@@ -23,6 +23,19 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 [ -f /usr/include/lzma.h ] || need+=(liblzma-dev)
+# The storage-node guest (kernel-node/build.sh, scripts/kernel-node.ts): the kernel and busybox come
+# by apt-get download; tlshd is built from vendor/; keyctl and xxd run inside the guests.
+command -v keyctl >/dev/null 2>&1 || need+=(keyutils)
+command -v xxd >/dev/null 2>&1 || need+=(xxd)
+command -v strings >/dev/null 2>&1 || need+=(binutils)
+command -v cpio >/dev/null 2>&1 || need+=(cpio)
+command -v autoreconf >/dev/null 2>&1 || need+=(autoconf automake libtool)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+[ -f /usr/include/gnutls/gnutls.h ] || need+=(libgnutls28-dev)
+[ -f /usr/include/keyutils.h ] || need+=(libkeyutils-dev)
+[ -f /usr/include/glib-2.0/glib.h ] || need+=(libglib2.0-dev)
+[ -f /usr/include/libnl3/netlink/netlink.h ] || need+=(libnl-3-dev)
+[ -f /usr/include/libnl3/netlink/genl/genl.h ] || need+=(libnl-genl-3-dev)
 # The web UI tests (playwright-core drives Debian's Chromium).
 [ -x /usr/bin/chromium ] || need+=(chromium)
 # The PostgreSQL store's tests run their own cluster (initdb + pg_ctl as the postgres user).

@@ -12,6 +12,8 @@ import { TARGET_BACKEND, TargetBackend } from './backends/backend';
 import { ConfigFs } from './backends/configfs';
 import { LioBackend } from './backends/lio.backend';
 import { NvmetBackend } from './backends/nvmet.backend';
+import { KernelInfo } from './backends/kernel-info';
+import { KernelNvmeKeyring, NoNvmeKeyring } from './backends/nvme-keyring';
 import { StgtBackend } from './backends/stgt.backend';
 import { ImageFs } from './images/image-fs';
 import { MastersService } from './images/masters.service';
@@ -24,14 +26,18 @@ import { SystemController } from './system/system.controller';
 import { SystemService } from './system/system.service';
 
 /** IPXE_AGENT_BACKEND picks the one implementation of TargetBackend. */
-export function createBackend(c: AgentConfig, proc: ProcessRunner): TargetBackend {
+export function createBackend(c: AgentConfig, proc: ProcessRunner, files: FileSystem): TargetBackend {
   switch (c.backend) {
     case 'stgt':
       return new StgtBackend(proc, c.tgtControlPort);
     case 'lio':
-      return new LioBackend(new ConfigFs(c.configfsRoot), c.lioSaveconfig, { addr: c.portalAddr, port: c.iscsiPort });
-    case 'nvmet':
-      return new NvmetBackend(new ConfigFs(c.configfsRoot), { addr: c.portalAddr, port: c.nvmePort, tls: c.nvmeTls });
+      return new LioBackend(new ConfigFs(c.configfsRoot), c.lioSaveconfig, { addr: c.portalAddr, port: c.iscsiPort }, new KernelInfo());
+    case 'nvmet': {
+      const cfs = new ConfigFs(c.configfsRoot);
+      // The kernel keyring only behind a real configfs; a test directory has no kernel behind it.
+      const keyring = cfs.real ? new KernelNvmeKeyring(proc, files) : new NoNvmeKeyring();
+      return new NvmetBackend(cfs, { addr: c.portalAddr, port: c.nvmePort, tls: c.nvmeTls }, keyring, new KernelInfo());
+    }
   }
 }
 
@@ -53,7 +59,7 @@ export class AgentModule {
         ProcessRunner,
         FileSystem,
         { provide: ImageFs, useFactory: () => new ImageFs(config.diskDir) },
-        { provide: TARGET_BACKEND, useFactory: (proc: ProcessRunner) => createBackend(config, proc), inject: [ProcessRunner] },
+        { provide: TARGET_BACKEND, useFactory: (proc: ProcessRunner, files: FileSystem) => createBackend(config, proc, files), inject: [ProcessRunner, FileSystem] },
         TargetManifest,
         SystemService,
         MastersService,

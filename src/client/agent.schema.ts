@@ -180,11 +180,13 @@ export interface components {
             empty_disk: string;
             /** @description Filesystem of DISK_DIR (btrfs, xfs, ext4, tmpfs, zfs, ...). */
             fs_type: string;
+            kernel: components["schemas"]["KernelFeaturesDto"];
             /** @description The largest disk image (bytes) the filesystem of DISK_DIR can hold, probed at start (at most 64 TiB). */
             max_file_size: number;
             /** @description NVMe/TCP listener port (nvmet); null on iSCSI backends. */
             nvme_port: number | null;
-            /** @description Whether that port requires TLS 1.3 (nvmet); null on iSCSI backends. */
+            /** @description Whether that port requires TLS 1.3 (nvmet); null on iSCSI backends. False when configured
+             *     but the kernel cannot (then `kernel.missing` says why and no port is served at all). */
             nvme_tls: boolean | null;
             /** @description How targets survive restarts. */
             persistent: string;
@@ -200,6 +202,9 @@ export interface components {
         CreateLunDiskDto: {
             /** @description nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
             allowed_hosts?: string[];
+            /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
+             *     no other initiator. Omitted: open to any initiator, as before. */
+            allowed_initiators?: string[];
             /** @description Backing file name in DISK_DIR; default `<suffix>.img`. */
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
@@ -242,6 +247,22 @@ export interface components {
             field: string;
             message: string;
         };
+        KernelFeaturesDto: {
+            /** @description What this node cannot serve as configured, each naming the missing feature; empty when nothing. */
+            missing: string[];
+            /** @description The kernel `.nvme` keyring that holds TLS PSKs. */
+            nvme_keyring: boolean | null;
+            /** @description nvmet in-band authentication (DH-HMAC-CHAP). */
+            nvmet_dhchap: boolean | null;
+            /** @description nvmet TLS 1.3 on TCP ports. */
+            nvmet_tls: boolean | null;
+            /** @description Reflink clones on DISK_DIR. */
+            reflink: boolean;
+            /** @description Kernel release (uname -r); null for stgt or a configfs-shaped test directory. */
+            release: string | null;
+            /** @description The tlshd handshake daemon runs. */
+            tlshd: boolean | null;
+        };
         LunBackingDto: {
             /** @description Absolute path of the backing file. */
             backing: string | null;
@@ -249,6 +270,8 @@ export interface components {
         LunTargetDto: {
             /** @description nvmet: allowed host NQNs. */
             allowed_hosts?: string[];
+            /** @description lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+            allowed_initiators?: string[];
             /** @description A read-only CD (ISO) target. */
             cd: boolean;
             /** @description iSCSI target name (stgt, lio). */

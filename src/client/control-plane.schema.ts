@@ -753,6 +753,8 @@ export interface components {
             clone: string;
             empty_disk: string;
             fs_type: string;
+            /** @description What the storage node's kernel supports; `missing` says what it cannot serve (agents before this field: absent). */
+            kernel?: components["schemas"]["AgentKernelFeaturesDto"] | null;
             /** @description nvmet: the NVMe/TCP port and whether it requires TLS (agents before this field: absent). */
             nvme_port?: number | null;
             nvme_tls?: boolean | null;
@@ -774,6 +776,15 @@ export interface components {
             iscsi_server: string;
             role: components["schemas"]["AgentRoleOutDto"];
             tags: string[];
+        };
+        AgentKernelFeaturesDto: {
+            missing: string[];
+            nvme_keyring: boolean | null;
+            nvmet_dhchap: boolean | null;
+            nvmet_tls: boolean | null;
+            reflink: boolean;
+            release: string | null;
+            tlshd: boolean | null;
         };
         AgentMastersDto: {
             agent: string;
@@ -1076,6 +1087,9 @@ export interface components {
         CreateLunDiskDto: {
             /** @description nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
             allowed_hosts?: string[];
+            /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
+             *     no other initiator. Omitted: open to any initiator, as before. */
+            allowed_initiators?: string[];
             /** @description Backing file name in DISK_DIR; default `<suffix>.img`. */
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
@@ -1318,6 +1332,8 @@ export interface components {
         LunTargetDto: {
             /** @description nvmet: allowed host NQNs. */
             allowed_hosts?: string[];
+            /** @description lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+            allowed_initiators?: string[];
             /** @description A read-only CD (ISO) target. */
             cd: boolean;
             /** @description iSCSI target name (stgt, lio). */

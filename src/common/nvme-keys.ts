@@ -60,6 +60,43 @@ export function deriveTlsPsk(dhchapKey: string, hostnqn: string): string {
   return interchange('NVMeTLSkey-1', '01', psk);
 }
 
+/**
+ * The controller's DH-HMAC-CHAP secret for bidirectional authentication, derived from the host's
+ * secret like the TLS PSK (HKDF-SHA-256, label "Kurrent ctrl", context the host NQN): it rotates
+ * and is revoked with the host secret, and needs no storage of its own. It protects nothing the
+ * host secret does not: the host must hold both to check the controller's answer.
+ */
+export function deriveCtrlKey(dhchapKey: string, hostnqn: string): string {
+  const prk = createHmac('sha256', Buffer.alloc(32)).update(dhchapKeyBytes(dhchapKey)).digest();
+  const okm = createHmac('sha256', prk).update(Buffer.concat([expandLabel('Kurrent ctrl', hostnqn, 32), Buffer.from([1])])).digest();
+  return interchange('DHHC-1', '00', okm);
+}
+
+/** HKDF-Expand-Label's info (RFC 8446 7.1): length, "tls13 " + label, context. */
+function expandLabel(label: string, context: string, length: number): Buffer {
+  const l = Buffer.from(`tls13 ${label}`);
+  const c = Buffer.from(context);
+  return Buffer.concat([Buffer.from([length >> 8, length & 0xff, l.length]), l, Buffer.from([c.length]), c]);
+}
+
+/**
+ * What goes into the kernel's `.nvme` keyring for one (host, subsystem): the retained PSK of a
+ * configured PSK in interchange form (NVMe/TCP TLS, TP 8011; libnvme `derive_retained_key`):
+ * HKDF-Expand-Label(HKDF-Extract(0, configured), "HostNQN", hostnqn, L) with SHA-256 (hh 01, L 32)
+ * or SHA-384 (hh 02, L 48), under the identity `NVMe0R<hh> <hostnqn> <subsysnqn>`, the form the
+ * kernel's nvme-tcp host looks up (nvme_tls_psk_default) and sends, and tlshd finds on the target.
+ */
+export function retainedPsk(tlsPsk: string, hostnqn: string, subsysnqn: string): { identity: string; key: Buffer } {
+  const [, hh, b64] = tlsPsk.split(':');
+  const raw = Buffer.from(b64, 'base64');
+  const configured = raw.subarray(0, raw.length - 4);
+  const hash = hh === '02' ? 'sha384' : 'sha256';
+  const len = hh === '02' ? 48 : 32;
+  const prk = createHmac(hash, Buffer.alloc(len)).update(configured).digest();
+  const key = createHmac(hash, prk).update(Buffer.concat([expandLabel('HostNQN', hostnqn, len), Buffer.from([1])])).digest();
+  return { identity: `NVMe0R${hh} ${hostnqn} ${subsysnqn}`, key };
+}
+
 /** First 12 hex digits of SHA-256 of a secret: tells secrets apart without revealing them. */
 export function secretSha12(secret: string): string {
   return createHash('sha256').update(secret).digest('hex').slice(0, 12);

@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { badRequest, notFound } from '../common/api-error';
 import { Clock } from '../common/clock';
 import { normalizeId } from '../common/mac';
-import { deriveTlsPsk, dhchapKeyError, generateDhchapKey, secretSha12 } from '../common/nvme-keys';
+import { deriveCtrlKey, deriveTlsPsk, dhchapKeyError, generateDhchapKey, secretSha12 } from '../common/nvme-keys';
 import { AgentGateway, AgentHttpError } from '../agents/agent-gateway';
 import { AgentRegistry } from '../agents/agent-registry';
 import { AuditService } from '../audit/audit.service';
@@ -248,7 +248,7 @@ export class CredentialsService {
       else {
         try {
           await this.gateway.call(a, 'PUT', `/nvme/hosts/${encodeURIComponent(c.hostnqn)}`, {
-            body: { dhchap_key: c.dhchap_key, dhchap_hash: DHCHAP_HASH, dhchap_dhgroup: DHCHAP_DHGROUP, tls_psk: this.tlsPsk(c), subsystems },
+            body: { dhchap_key: c.dhchap_key, dhchap_ctrl_key: deriveCtrlKey(c.dhchap_key, c.hostnqn), dhchap_hash: DHCHAP_HASH, dhchap_dhgroup: DHCHAP_DHGROUP, tls_psk: this.tlsPsk(c), subsystems },
             timeoutMs: this.config.agentProbeTimeoutMs * 2,
           });
         } catch (e) {

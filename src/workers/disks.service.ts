@@ -24,6 +24,8 @@ interface Planned {
   name: string;
   filename: string;
   os_tag: string;
+  /** lio: the initiator IQNs its node ACLs admit. */
+  initiators?: string[];
 }
 
 /**
@@ -235,6 +237,7 @@ export class DisksService {
       iqn: plan.name,
       filename: plan.filename,
       ...(spec.type === 'master' ? { master: spec.name } : { size: spec.size }),
+      ...(plan.initiators ? { allowed_initiators: plan.initiators } : {}),
     };
     const created: CreatedLunDto = await this.agents.createDisk(plan.agent.id, body, client);
     const disk: DiskRecord = {
@@ -286,13 +289,18 @@ export class DisksService {
     const caps = await this.capabilities(agent);
     const nvme = caps.transport === 'nvme-tcp' || caps.backend === 'nvmet';
     const os_tag = this.newTag();
+    // The agent says its kernel cannot serve this (no TLS, no DH-HMAC-CHAP): nothing is made.
+    if (caps.kernel?.missing?.length) throw conflict(`agent ${agent.id} cannot serve disks: ${caps.kernel.missing.join('; ')}; nothing was created`);
     if (nvme) {
       if (!caps.base_nqn) throw new ApiError(502, `agent ${agent.id} reports no base_nqn`);
       return { agent, transport: 'nvme-tcp', name: `${caps.base_nqn}:${id}.${os_tag}`, filename: `${id}.${os_tag}.img`, os_tag };
     }
     if (!caps.base_iqn) throw new ApiError(502, `agent ${agent.id} reports no base_iqn`);
     if (id.includes('_')) this.checkNameable(id, []);
-    return { agent, transport: 'iscsi', name: `${caps.base_iqn}:${id}.${spec.os}`, filename: `${id}.${spec.os}.img`, os_tag };
+    // LIO closes the target to the one initiator name boot.ipxe.cfg gives this worker's iPXE
+    // (`${base-iqn}:${hostname}`, the hostname from DHCP); stgt stays open (tgtd binds ALL).
+    const initiators = caps.backend === 'lio' ? [`${caps.base_iqn}:${this.store.read().workers.get(id)?.hostname ?? id}`] : undefined;
+    return { agent, transport: 'iscsi', name: `${caps.base_iqn}:${id}.${spec.os}`, filename: `${id}.${spec.os}.img`, os_tag, initiators };
   }
 
   private async capabilities(a: AgentRecord) {

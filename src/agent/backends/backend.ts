@@ -8,6 +8,26 @@ export interface TargetInfo {
   cd: boolean;
   /** nvmet: host NQNs allowed on the subsystem. */
   allowed_hosts?: string[];
+  /** lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+  allowed_initiators?: string[];
+}
+
+/**
+ * What the running kernel can do for this backend, read from configfs at start (null on a
+ * configfs-shaped test directory, where no kernel answers).
+ */
+export interface KernelFeatures {
+  release: string | null;
+  /** nvmet: hosts/<nqn>/dhchap_key exists (CONFIG_NVME_TARGET_AUTH). */
+  nvmet_dhchap: boolean | null;
+  /** nvmet: ports/<id>/addr_tsas exists (CONFIG_NVME_TARGET_TCP_TLS). */
+  nvmet_tls: boolean | null;
+  /** The `.nvme` keyring exists (nvme-keyring), where TLS PSKs go. */
+  nvme_keyring: boolean | null;
+  /** A tlshd process runs (the kernel's TLS handshakes are done by it). */
+  tlshd: boolean | null;
+  /** What this node cannot serve, each naming the missing kernel feature; empty when nothing. */
+  missing: string[];
 }
 
 /** What a storage backend must do; the agent's LUN service drives it. */
@@ -19,8 +39,10 @@ export interface TargetBackend {
   readonly persistence: string;
   /** Called once at agent start (restore persisted state, create the port, ...). */
   start(): Promise<void>;
+  /** Kernel features, known after start(). */
+  features(): KernelFeatures;
   list(): Promise<TargetInfo[]>;
-  createDisk(name: string, backing: string, opts: { allowedHosts?: string[] }): Promise<void>;
+  createDisk(name: string, backing: string, opts: { allowedHosts?: string[]; allowedInitiators?: string[] }): Promise<void>;
   createCd(name: string, backing: string): Promise<void>;
   /** Removes the target; returns what it was (its backing file), or null if it did not exist. */
   remove(name: string): Promise<TargetInfo | null>;
@@ -39,6 +61,11 @@ export interface HostCredentials {
   dhchap_hash: string;
   dhchap_dhgroup: string;
   tls_psk?: string;
+}
+
+/** An operation the running kernel cannot do (a missing feature): a 409 naming it. */
+export class KernelFeatureError extends Error {
+  readonly code = 'EKERNELFEATURE';
 }
 
 export const TARGET_BACKEND = 'kurrent:target-backend';

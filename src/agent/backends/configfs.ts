@@ -58,10 +58,14 @@ export class ConfigFs {
     }
   }
 
-  /** `ln -s target link` with target relative to the link's directory, as targetcli does. */
+  /**
+   * `ln -s target link`. The kernel resolves a configfs symlink's target like any path (relative
+   * to the process's cwd, not to the link), so on real configfs it is absolute, as targetcli
+   * writes it; in a test directory relative to the link's directory, so the tree can move.
+   */
   async link(target: string[], link: string[]): Promise<void> {
     const linkPath = this.p(...link);
-    await fsp.symlink(path.relative(path.dirname(linkPath), this.p(...target)), linkPath);
+    await fsp.symlink(this.real ? this.p(...target) : path.relative(path.dirname(linkPath), this.p(...target)), linkPath);
   }
 
   async readlink(...parts: string[]): Promise<string | null> {

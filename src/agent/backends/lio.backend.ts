@@ -1,20 +1,26 @@
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import { TargetBackend, TargetInfo } from './backend';
+import { KernelFeatures, TargetBackend, TargetInfo } from './backend';
 import { ConfigFs } from './configfs';
+import { KernelInfo } from './kernel-info';
 
-const TPG_ATTRS: Record<string, string> = {
-  authentication: '0',
-  generate_node_acls: '1',
-  cache_dynamic_acls: '1',
-  demo_mode_write_protect: '0',
-};
+/** TPG attributes: open (any initiator, generate_node_acls) or closed to the listed ACLs. */
+function tpgAttrs(open: boolean): Record<string, string> {
+  return {
+    authentication: '0',
+    generate_node_acls: open ? '1' : '0',
+    cache_dynamic_acls: open ? '1' : '0',
+    demo_mode_write_protect: '0',
+  };
+}
 
 /**
  * LIO with targetcli-fb semantics, written straight to configfs: a fileio backstore per disk,
- * an iSCSI target with tpg 1, LUN 0, open ACLs (generate_node_acls), one portal, and the
- * whole configuration saved to saveconfig.json (restored at start when configfs is empty).
+ * an iSCSI target with tpg 1, LUN 0, one portal; with allowed initiators a node ACL per
+ * initiator IQN mapping LUN 0 (the TPG then admits no one else), without them open ACLs
+ * (generate_node_acls). The whole configuration is saved to saveconfig.json (restored at start
+ * when configfs is empty).
  */
 export class LioBackend implements TargetBackend {
   readonly name = 'lio' as const;
@@ -26,9 +32,18 @@ export class LioBackend implements TargetBackend {
     private readonly cfs: ConfigFs,
     private readonly saveconfig: string,
     private readonly portal: { addr: string; port: number },
+    private readonly kernel?: KernelInfo,
   ) {}
 
+  features(): KernelFeatures {
+    return { release: this.cfs.real && this.kernel ? this.kernel.release() : null, nvmet_dhchap: null, nvmet_tls: null, nvme_keyring: null, tlshd: null, missing: this.missing };
+  }
+
+  private missing: string[] = [];
+
   async start(): Promise<void> {
+    // The iscsi fabric group appears on first use once iscsi_target_mod is loaded.
+    if (this.cfs.real && !(await this.cfs.exists('core'))) this.missing = ['LIO: no target_core_mod in this kernel (configfs has no target/core)'];
     if ((await this.cfs.list('iscsi')).some((n) => n.startsWith('iqn.'))) return;
     let saved: SaveConfig | null = null;
     try {
@@ -39,7 +54,8 @@ export class LioBackend implements TargetBackend {
     for (const t of saved.targets ?? []) {
       const lun = t.tpgs?.[0]?.luns?.[0];
       const so = saved.storage_objects?.find((s) => `/backstores/fileio/${s.name}` === lun?.storage_object);
-      if (so && fs.existsSync(so.dev)) await this.createDisk(t.wwn, so.dev, {}, false);
+      const acls = (t.tpgs?.[0]?.node_acls ?? []).map((a) => a.node_wwn);
+      if (so && fs.existsSync(so.dev)) await this.createDisk(t.wwn, so.dev, { allowedInitiators: acls }, false);
     }
   }
 
@@ -52,12 +68,15 @@ export class LioBackend implements TargetBackend {
         const so = await this.cfs.readlink('iscsi', wwn, 'tpgt_1', 'lun', 'lun_0', l);
         if (so) backing = (await this.cfs.read(path.relative(this.cfs.root, so), 'udev_path')) ?? null;
       }
-      out.push({ name: wwn, backing, cd: false });
+      const acls = await this.cfs.list('iscsi', wwn, 'tpgt_1', 'acls');
+      out.push({ name: wwn, backing, cd: false, ...(acls.length ? { allowed_initiators: acls.sort() } : {}) });
     }
     return out;
   }
 
-  async createDisk(name: string, backing: string, _opts: object = {}, save = true): Promise<void> {
+  async createDisk(name: string, backing: string, opts: { allowedInitiators?: string[] } = {}, save = true): Promise<void> {
+    if (this.missing.length) throw Object.assign(new Error(`creating an iSCSI disk: ${this.missing.join('; ')}`), { code: 'EKERNELFEATURE' });
+    const initiators = opts.allowedInitiators ?? [];
     if (await this.cfs.exists('iscsi', name)) throw Object.assign(new Error(`iqn exists: ${name}`), { code: 'EEXIST' });
     const so = soName(name);
     const size = (await fsp.stat(backing)).size;
@@ -70,7 +89,12 @@ export class LioBackend implements TargetBackend {
       const tpg = ['iscsi', name, 'tpgt_1'];
       await this.cfs.mkdir(...tpg, 'lun', 'lun_0');
       await this.cfs.link(bs, [...tpg, 'lun', 'lun_0', so]);
-      for (const [k, v] of Object.entries(TPG_ATTRS)) await this.cfs.write(v, ...tpg, 'attrib', k);
+      for (const [k, v] of Object.entries(tpgAttrs(!initiators.length))) await this.cfs.write(v, ...tpg, 'attrib', k);
+      for (const iqn of initiators) {
+        // targetcli's mapped LUN: acls/<iqn>/lun_0/<link> -> the TPG's lun_0.
+        await this.cfs.mkdir(...tpg, 'acls', iqn, 'lun_0');
+        await this.cfs.link([...tpg, 'lun', 'lun_0'], [...tpg, 'acls', iqn, 'lun_0', 'mapped']);
+      }
       await this.cfs.mkdir(...tpg, 'np', `${this.portal.addr}:${this.portal.port}`);
       await this.cfs.write('1', ...tpg, 'enable');
     } catch (e) {
@@ -98,6 +122,12 @@ export class LioBackend implements TargetBackend {
     const so = soName(name);
     if (await this.cfs.exists(...tpg)) {
       await this.cfs.write('0', ...tpg, 'enable').catch(() => undefined);
+      for (const iqn of await this.cfs.list(...tpg, 'acls')) {
+        await this.cfs.unlink(...tpg, 'acls', iqn, 'lun_0', 'mapped');
+        await this.cfs.rmdir(...tpg, 'acls', iqn, 'lun_0');
+        await this.cfs.rmdir(...tpg, 'acls', iqn);
+      }
+      await this.cfs.rmdirDefaultGroup(...tpg, 'acls');
       await this.cfs.unlink(...tpg, 'lun', 'lun_0', so);
       await this.cfs.rmdir(...tpg, 'lun', 'lun_0');
       await this.cfs.rmdirDefaultGroup(...tpg, 'lun');
@@ -125,10 +155,10 @@ export class LioBackend implements TargetBackend {
           {
             tag: 1,
             enable: true,
-            attributes: Object.fromEntries(Object.entries(TPG_ATTRS).map(([k, v]) => [k, Number(v)])),
+            attributes: Object.fromEntries(Object.entries(tpgAttrs(!t.allowed_initiators?.length)).map(([k, v]) => [k, Number(v)])),
             luns: [{ index: 0, storage_object: `/backstores/fileio/${so}` }],
             portals: [{ ip_address: this.portal.addr, port: this.portal.port }],
-            node_acls: [],
+            node_acls: (t.allowed_initiators ?? []).map((node_wwn) => ({ node_wwn, mapped_luns: [{ index: 0, tpg_lun: 0, write_protect: false }] })),
           },
         ],
       });
@@ -151,6 +181,13 @@ interface SaveConfig {
   targets: {
     wwn: string;
     fabric: string;
-    tpgs: { tag: number; enable: boolean; attributes: Record<string, number>; luns: { index: number; storage_object: string }[]; portals: { ip_address: string; port: number }[]; node_acls: unknown[] }[];
+    tpgs: {
+      tag: number;
+      enable: boolean;
+      attributes: Record<string, number>;
+      luns: { index: number; storage_object: string }[];
+      portals: { ip_address: string; port: number }[];
+      node_acls: { node_wwn: string; mapped_luns: { index: number; tpg_lun: number; write_protect: boolean }[] }[];
+    }[];
   }[];
 }

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { ProcessRunner } from '../../common/process-runner';
-import { TargetBackend, TargetInfo } from './backend';
+import { KernelFeatures, TargetBackend, TargetInfo } from './backend';
 
 /**
  * stgt (tgtd, userspace) through tgtadm. Disk at LUN 1, CD as `--device-type cd` made read-only,
@@ -26,6 +26,11 @@ export class StgtBackend implements TargetBackend {
   private tgtadm(...args: string[]) {
     const base = this.controlPort ? ['-C', String(this.controlPort)] : [];
     return this.proc.run('tgtadm', [...base, '--lld', 'iscsi', ...args]);
+  }
+
+  /** Userspace tgtd: no kernel target features involved. */
+  features(): KernelFeatures {
+    return { release: null, nvmet_dhchap: null, nvmet_tls: null, nvme_keyring: null, tlshd: null, missing: [] };
   }
 
   async start(): Promise<void> {

@@ -9,6 +9,8 @@ import { TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 
 const HOST_NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$/;
+/** An iSCSI initiator name as iPXE sends it (`<base-iqn>:<hostname>` or `:<mac>`): no spaces, no slash. */
+const INITIATOR_IQN = /^iqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*[a-z0-9](:[A-Za-z0-9._:-]+)?$/;
 
 /** Targets and their backing files: the agent's data-plane management. */
 @Injectable()
@@ -46,6 +48,7 @@ export class LunsService implements OnModuleInit {
       cd: t.cd,
       luns: [{ backing: t.backing }],
       ...(t.allowed_hosts ? { allowed_hosts: t.allowed_hosts } : {}),
+      ...(t.allowed_initiators ? { allowed_initiators: t.allowed_initiators } : {}),
     }));
   }
 
@@ -59,6 +62,11 @@ export class LunsService implements OnModuleInit {
     const hosts = dto.allowed_hosts ?? [];
     if (hosts.length && this.backend.name !== 'nvmet') throw badRequest(`allowed_hosts: only the nvmet backend has host NQNs`);
     for (const h of hosts) if (!HOST_NQN.test(h)) throw badRequest(`allowed_hosts: not a host NQN: ${JSON.stringify(h)}`);
+    const initiators = dto.allowed_initiators ?? [];
+    if (initiators.length && this.backend.name !== 'lio') throw badRequest(`allowed_initiators: only the lio backend has node ACLs`);
+    for (const i of initiators) if (!INITIATOR_IQN.test(i)) throw badRequest(`allowed_initiators: not an initiator IQN: ${JSON.stringify(i)}`);
+    const missing = this.backend.features().missing;
+    if (missing.length) throw conflict(`this storage node cannot create disks: its kernel lacks ${missing.join('; ')}; nothing was created`);
     const masterStat = master === undefined ? null : await this.images.statInside(master);
     if (master && !masterStat) throw notFound(`master not found: ${master}`);
     const max = await this.images.maxFileSize();
@@ -74,8 +82,13 @@ export class LunsService implements OnModuleInit {
       }
       const backing = this.images.pathOf(filename);
       try {
-        await this.backend.createDisk(dto.iqn, backing, { allowedHosts: hosts });
-        await this.manifest.set(dto.iqn, { file: filename, cd: false, ...(hosts.length ? { allowed_hosts: hosts } : {}) });
+        await this.backend.createDisk(dto.iqn, backing, { allowedHosts: hosts, allowedInitiators: initiators });
+        await this.manifest.set(dto.iqn, {
+          file: filename,
+          cd: false,
+          ...(hosts.length ? { allowed_hosts: hosts } : {}),
+          ...(initiators.length ? { allowed_initiators: [...initiators].sort() } : {}),
+        });
       } catch (e) {
         // A create that fails half-way removes what it made.
         await this.backend.remove(dto.iqn).catch(() => null);
@@ -125,7 +138,7 @@ export class LunsService implements OnModuleInit {
   async scan(): Promise<ScanResultDto> {
     const out: ScanResultDto = { created: [], skipped: [] };
     const existing = new Set((await this.backend.list()).map((t) => t.name));
-    const wanted = new Map<string, { file: string; cd: boolean; allowed_hosts?: string[] }>(this.manifest.all());
+    const wanted = new Map<string, { file: string; cd: boolean; allowed_hosts?: string[]; allowed_initiators?: string[] }>(this.manifest.all());
     const claimedFiles = new Set([...wanted.values()].map((e) => e.file));
     for (const f of await this.images.list()) {
       if (f.startsWith('.') || f.includes('_tpl_') || claimedFiles.has(f)) continue;
@@ -158,7 +171,7 @@ export class LunsService implements OnModuleInit {
         if (e.cd) await this.backend.createCd(name, backing);
         // A host the agent no longer knows is left out: the subsystem comes back closed, and the
         // control plane's reconciler pushes the host and its link again.
-        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts?.filter((h) => this.hosts.has(h)) });
+        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts?.filter((h) => this.hosts.has(h)), allowedInitiators: e.allowed_initiators });
         if (!this.manifest.get(name)) await this.manifest.set(name, e);
         out.created.push({ iqn: name, cd: e.cd });
       } catch (err) {
@@ -209,7 +222,7 @@ export class LunsService implements OnModuleInit {
 
   private mapBackendError(e: unknown): Error {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST') return conflict((e as Error).message);
+    if (code === 'EEXIST' || code === 'EKERNELFEATURE') return conflict((e as Error).message);
     if (code === 'ENOHOST') return badRequest((e as Error).message);
     return e as Error;
   }

@@ -9,6 +9,8 @@ export interface ManifestEntry {
   file: string;
   cd: boolean;
   allowed_hosts?: string[];
+  /** lio: initiator IQNs of the node ACLs. */
+  allowed_initiators?: string[];
 }
 
 /**

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
-import { badRequest, notFound } from '../../common/api-error';
+import { badRequest, conflict, notFound } from '../../common/api-error';
 import { FileSystem } from '../../store/file-system';
 import { LedgerFileError } from '../../store/ledger-map';
 import { AgentConfig } from '../agent-config';
@@ -46,6 +46,9 @@ export class NvmeHostsService {
     } catch (e) {
       throw new LedgerFileError(this.file, 1, `invalid JSON: ${(e as Error).message}`);
     }
+    const missing = this.backend.features().missing;
+    // A kernel that cannot hold them keeps them in the state file only (capabilities say why).
+    if (missing.length) return;
     if (this.backend.putHost) for (const [nqn, c] of this.hosts) await this.backend.putHost(nqn, c);
   }
 
@@ -95,7 +98,12 @@ export class NvmeHostsService {
       ...(dto.dhchap_ctrl_key ? { dhchap_ctrl_key: dto.dhchap_ctrl_key } : {}),
       ...(dto.tls_psk ? { tls_psk: dto.tls_psk } : {}),
     };
-    await this.backend.putHost!(hostnqn, creds);
+    try {
+      await this.backend.putHost!(hostnqn, creds);
+    } catch (e) {
+      if ((e as { code?: string }).code === 'EKERNELFEATURE') throw conflict((e as Error).message);
+      throw e;
+    }
     this.hosts.set(hostnqn, creds);
     await this.save();
     if (wanted) {

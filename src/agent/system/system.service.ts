@@ -7,7 +7,8 @@ import type { CapabilitiesDto } from './dto/capabilities.dto';
 /** Honest capabilities: the reflink probe and the filesystem type are measured at start. */
 @Injectable()
 export class SystemService implements OnModuleInit {
-  private caps!: CapabilitiesDto;
+  private caps!: Omit<CapabilitiesDto, 'kernel'>;
+  private reflink = false;
 
   constructor(
     private readonly config: AgentConfig,
@@ -19,6 +20,7 @@ export class SystemService implements OnModuleInit {
     this.images.mkdirp();
     const fsType = await this.images.fsType();
     const reflink = await this.images.probeReflink();
+    this.reflink = reflink;
     const nvme = this.backend.transport === 'nvme-tcp';
     this.caps = {
       backend: this.backend.name,
@@ -36,7 +38,14 @@ export class SystemService implements OnModuleInit {
     };
   }
 
+  /** The kernel part is read at each call: the backend knows it only after its start. */
   capabilities(): CapabilitiesDto {
-    return this.caps;
+    const k = this.backend.features();
+    const nvme = this.backend.transport === 'nvme-tcp';
+    return {
+      ...this.caps,
+      nvme_tls: nvme ? this.config.nvmeTls && !k.missing.length && k.nvmet_tls !== false : null,
+      kernel: { ...k, reflink: this.reflink },
+    };
   }
 }

@@ -78,6 +78,16 @@ export class ListAgentsQueryDto {
   live?: boolean = true;
 }
 
+export class AgentKernelFeaturesDto {
+  release!: string | null;
+  nvmet_dhchap!: boolean | null;
+  nvmet_tls!: boolean | null;
+  nvme_keyring!: boolean | null;
+  tlshd!: boolean | null;
+  reflink!: boolean;
+  missing!: string[];
+}
+
 export class AgentCapabilitiesDto {
   backend!: string;
   fs_type!: string;
@@ -91,7 +101,10 @@ export class AgentCapabilitiesDto {
   /** nvmet: the NVMe/TCP port and whether it requires TLS (agents before this field: absent). */
   nvme_port?: number | null;
   nvme_tls?: boolean | null;
+  /** What the storage node's kernel supports; `missing` says what it cannot serve (agents before this field: absent). */
+  kernel?: AgentKernelFeaturesDto | null;
 }
+
 
 export class AgentRoleOutDto {
   disk!: boolean;

@@ -35,6 +35,17 @@ export class CreateLunDiskDto {
   @IsString({ each: true })
   @MaxLength(223, { each: true })
   allowed_hosts?: string[];
+
+  /**
+   * lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
+   * no other initiator. Omitted: open to any initiator, as before.
+   */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(64)
+  @IsString({ each: true })
+  @MaxLength(223, { each: true })
+  allowed_initiators?: string[];
 }
 
 export class CreateCdDto {
@@ -79,6 +90,8 @@ export class LunTargetDto {
   luns!: LunBackingDto[];
   /** nvmet: allowed host NQNs. */
   allowed_hosts?: string[];
+  /** lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+  allowed_initiators?: string[];
 }
 
 export class CreatedLunDto {

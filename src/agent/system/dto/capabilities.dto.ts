@@ -24,8 +24,30 @@ export class CapabilitiesDto {
   /** NVMe/TCP listener port (nvmet); null on iSCSI backends. */
   @ApiProperty({ type: 'integer', nullable: true })
   nvme_port!: number | null;
-  /** Whether that port requires TLS 1.3 (nvmet); null on iSCSI backends. */
+  /**
+   * Whether that port requires TLS 1.3 (nvmet); null on iSCSI backends. False when configured
+   * but the kernel cannot (then `kernel.missing` says why and no port is served at all).
+   */
   nvme_tls!: boolean | null;
+  kernel!: KernelFeaturesDto;
+}
+
+/** What the storage node's kernel supports, read from configfs at start (nulls: not asked). */
+export class KernelFeaturesDto {
+  /** Kernel release (uname -r); null for stgt or a configfs-shaped test directory. */
+  release!: string | null;
+  /** nvmet in-band authentication (DH-HMAC-CHAP). */
+  nvmet_dhchap!: boolean | null;
+  /** nvmet TLS 1.3 on TCP ports. */
+  nvmet_tls!: boolean | null;
+  /** The kernel `.nvme` keyring that holds TLS PSKs. */
+  nvme_keyring!: boolean | null;
+  /** The tlshd handshake daemon runs. */
+  tlshd!: boolean | null;
+  /** Reflink clones on DISK_DIR. */
+  reflink!: boolean;
+  /** What this node cannot serve as configured, each naming the missing feature; empty when nothing. */
+  missing!: string[];
 }
 
 export class AgentHealthDto {
