@@ -15,9 +15,10 @@ out=${KURRENT_KERNEL_NODE_BUILD:-$root/build/kernel-node}
 cache=$out/cache
 mkdir -p "$cache"
 
-# Modules the guests load (dependencies are added from each module's .modinfo).
+# Modules the guests load (dependencies are added from each module's .modinfo; those built into a
+# kernel, virtio_pci in 6.12 for one, are skipped).
 # crc32c first: libcrc32c (btrfs) and iSCSI logins need the algorithm, which is only a soft dependency.
-MODULES=(crc32c_generic crc32c-intel virtio_net virtio_blk 9pnet_virtio 9p overlay ext4 btrfs configfs
+MODULES=(crc32c_generic crc32c-intel virtio_pci virtio_net virtio_blk 9pnet_virtio 9p overlay ext4 btrfs configfs
   target_core_mod target_core_file iscsi_target_mod
   nvmet nvmet-tcp nvme-tcp nvme-fabrics nvme-auth nvme-keyring tls
   # kTLS ciphers of the TLS 1.3 suites tlshd negotiates (the kernel does the record layer).
