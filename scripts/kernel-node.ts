@@ -133,7 +133,8 @@ export class KernelNode {
     const boot = buildKernelNode(this.opts.kernel ?? '6.12');
     this.kernelVersion = boot.kernelVersion;
     const want = this.opts.ports ?? {};
-    for (const k of ['agent', 'iscsi', 'nvme', 'shell'] as const) this.ports[k] = want[k] || (await freePort());
+    // A restart keeps its ports: the control plane knows the agent by its URL.
+    for (const k of ['agent', 'iscsi', 'nvme', 'shell'] as const) this.ports[k] = want[k] || this.ports[k] || (await freePort());
     const fsType = this.opts.fs ?? 'btrfs';
     if (!fs.existsSync(this.dataImage)) {
       fs.writeFileSync(this.dataImage, '');
