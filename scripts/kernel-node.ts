@@ -1,6 +1,8 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
+import { NODE_BUNDLE } from './bundle-options';
+import { freePort } from './free-port';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
@@ -70,17 +72,8 @@ export function bundleAgent(): string {
   // esbuild is a devDependency: loaded only here, so the module stays importable without it.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { buildSync } = require('esbuild') as typeof import('esbuild');
-  buildSync({
-    entryPoints: [entry],
-    outfile: out,
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    keepNames: true,
-    logLevel: 'warning',
-    external: ['@nestjs/microservices', '@nestjs/microservices/*', '@nestjs/websockets', '@nestjs/websockets/*', '@nestjs/platform-express', '@fastify/view', '@fastify/cors', 'class-transformer/storage', 'swagger-ui-dist'],
-  });
+  buildSync({ ...NODE_BUNDLE, entryPoints: [entry], outfile: out });
+
   return out;
 }
 
@@ -93,16 +86,6 @@ function newestMtime(dir: string): number {
   return t;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 

@@ -1,8 +1,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { freePort } from './free-port';
 
 /**
  * A throw-away PostgreSQL cluster (tests, bench:boot): Debian's server binaries, a temp
@@ -28,16 +28,6 @@ export function pgBin(): string {
   return path.join(root, versions.sort((a, b) => Number(b) - Number(a))[0], 'bin');
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export async function startPostgres(): Promise<PgCluster> {
   const bin = pgBin();

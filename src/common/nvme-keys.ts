@@ -51,13 +51,7 @@ export function generateDhchapKey(): string {
  * Sent as `NVMeTLSkey-1:01:<base64(psk || crc32)>:`.
  */
 export function deriveTlsPsk(dhchapKey: string, hostnqn: string): string {
-  const key = dhchapKeyBytes(dhchapKey);
-  const prk = createHmac('sha256', Buffer.alloc(32)).update(key).digest();
-  const label = Buffer.from('tls13 HostNQN');
-  const ctx = Buffer.from(hostnqn);
-  const info = Buffer.concat([Buffer.from([0, 32, label.length]), label, Buffer.from([ctx.length]), ctx]);
-  const psk = createHmac('sha256', prk).update(Buffer.concat([info, Buffer.from([1])])).digest();
-  return interchange('NVMeTLSkey-1', '01', psk);
+  return interchange('NVMeTLSkey-1', '01', hkdfLabel('sha256', dhchapKeyBytes(dhchapKey), 'HostNQN', hostnqn, 32));
 }
 
 /**
@@ -67,16 +61,19 @@ export function deriveTlsPsk(dhchapKey: string, hostnqn: string): string {
  * host secret does not: the host must hold both to check the controller's answer.
  */
 export function deriveCtrlKey(dhchapKey: string, hostnqn: string): string {
-  const prk = createHmac('sha256', Buffer.alloc(32)).update(dhchapKeyBytes(dhchapKey)).digest();
-  const okm = createHmac('sha256', prk).update(Buffer.concat([expandLabel('Kurrent ctrl', hostnqn, 32), Buffer.from([1])])).digest();
-  return interchange('DHHC-1', '00', okm);
+  return interchange('DHHC-1', '00', hkdfLabel('sha256', dhchapKeyBytes(dhchapKey), 'Kurrent ctrl', hostnqn, 32));
 }
 
-/** HKDF-Expand-Label's info (RFC 8446 7.1): length, "tls13 " + label, context. */
-function expandLabel(label: string, context: string, length: number): Buffer {
+/**
+ * HKDF-Expand-Label(HKDF-Extract(0, ikm), label, context, length) (RFC 5869, label form of RFC
+ * 8446 7.1: "tls13 " prefix, length bytes); one block, so length <= the hash's size.
+ */
+function hkdfLabel(hash: 'sha256' | 'sha384', ikm: Buffer, label: string, context: string, length: number): Buffer {
+  const prk = createHmac(hash, Buffer.alloc(hash === 'sha384' ? 48 : 32)).update(ikm).digest();
   const l = Buffer.from(`tls13 ${label}`);
   const c = Buffer.from(context);
-  return Buffer.concat([Buffer.from([length >> 8, length & 0xff, l.length]), l, Buffer.from([c.length]), c]);
+  const info = Buffer.concat([Buffer.from([length >> 8, length & 0xff, l.length]), l, Buffer.from([c.length]), c, Buffer.from([1])]);
+  return createHmac(hash, prk).update(info).digest().subarray(0, length);
 }
 
 /**
@@ -90,10 +87,7 @@ export function retainedPsk(tlsPsk: string, hostnqn: string, subsysnqn: string):
   const [, hh, b64] = tlsPsk.split(':');
   const raw = Buffer.from(b64, 'base64');
   const configured = raw.subarray(0, raw.length - 4);
-  const hash = hh === '02' ? 'sha384' : 'sha256';
-  const len = hh === '02' ? 48 : 32;
-  const prk = createHmac(hash, Buffer.alloc(len)).update(configured).digest();
-  const key = createHmac(hash, prk).update(Buffer.concat([expandLabel('HostNQN', hostnqn, len), Buffer.from([1])])).digest();
+  const key = hh === '02' ? hkdfLabel('sha384', configured, 'HostNQN', hostnqn, 48) : hkdfLabel('sha256', configured, 'HostNQN', hostnqn, 32);
   return { identity: `NVMe0R${hh} ${hostnqn} ${subsysnqn}`, key };
 }
 

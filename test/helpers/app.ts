@@ -3,7 +3,6 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { createApp } from '../../src/app.factory';
 import { loadConfig } from '../../src/config/app-config';
@@ -186,16 +185,7 @@ export function dhcpLines(text: string): string[] {
 }
 
 /** A loopback TCP port the kernel just handed out (so parallel or earlier tests never collide). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../scripts/free-port';
 
 /**
  * The typed client (src/client, generated from the spec) over Fastify injection: what a third

@@ -30,6 +30,11 @@ export interface KernelFeatures {
   missing: string[];
 }
 
+/** Nothing asked of a kernel (stgt, a test directory), optionally with what is missing. */
+export function noKernelFeatures(missing: string[] = [], release: string | null = null): KernelFeatures {
+  return { release, nvmet_dhchap: null, nvmet_tls: null, nvme_keyring: null, tlshd: null, missing };
+}
+
 /** What a storage backend must do; the agent's LUN service drives it. */
 export interface TargetBackend {
   readonly name: 'stgt' | 'lio' | 'nvmet';
@@ -64,8 +69,6 @@ export interface HostCredentials {
 }
 
 /** An operation the running kernel cannot do (a missing feature): a 409 naming it. */
-export class KernelFeatureError extends Error {
-  readonly code = 'EKERNELFEATURE';
-}
+export class KernelFeatureError extends Error {}
 
 export const TARGET_BACKEND = 'kurrent:target-backend';

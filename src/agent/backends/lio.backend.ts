@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import { KernelFeatures, TargetBackend, TargetInfo } from './backend';
+import { KernelFeatureError, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 import { ConfigFs } from './configfs';
 import { KernelInfo } from './kernel-info';
 
@@ -35,11 +35,12 @@ export class LioBackend implements TargetBackend {
     private readonly kernel?: KernelInfo,
   ) {}
 
-  features(): KernelFeatures {
-    return { release: this.cfs.real && this.kernel ? this.kernel.release() : null, nvmet_dhchap: null, nvmet_tls: null, nvme_keyring: null, tlshd: null, missing: this.missing };
-  }
-
+  /** What this kernel lacks for LIO (found at start). */
   private missing: string[] = [];
+
+  features(): KernelFeatures {
+    return noKernelFeatures(this.missing, this.cfs.real && this.kernel ? this.kernel.release() : null);
+  }
 
   async start(): Promise<void> {
     // The iscsi fabric group appears on first use once iscsi_target_mod is loaded.
@@ -75,7 +76,7 @@ export class LioBackend implements TargetBackend {
   }
 
   async createDisk(name: string, backing: string, opts: { allowedInitiators?: string[] } = {}, save = true): Promise<void> {
-    if (this.missing.length) throw Object.assign(new Error(`creating an iSCSI disk: ${this.missing.join('; ')}`), { code: 'EKERNELFEATURE' });
+    if (this.missing.length) throw new KernelFeatureError(`creating an iSCSI disk: ${this.missing.join('; ')}`);
     const initiators = opts.allowedInitiators ?? [];
     if (await this.cfs.exists('iscsi', name)) throw Object.assign(new Error(`iqn exists: ${name}`), { code: 'EEXIST' });
     const so = soName(name);

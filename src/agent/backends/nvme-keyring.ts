@@ -11,8 +11,6 @@ export interface NvmeKeyring {
   available(): Promise<boolean | null>;
   put(identity: string, key: Buffer): Promise<void>;
   remove(identity: string): Promise<void>;
-  /** Identities of the PSKs in the keyring. */
-  list(): Promise<string[]>;
 }
 
 export class KernelNvmeKeyring implements NvmeKeyring {
@@ -51,10 +49,6 @@ export class KernelNvmeKeyring implements NvmeKeyring {
     for (const k of this.entries()) if (k.identity === identity) await this.proc.run('keyctl', ['unlink', k.id, ring]);
   }
 
-  async list(): Promise<string[]> {
-    return this.entries().map((k) => k.identity);
-  }
-
   /** PSKs in /proc/keys (which shows keys their owner may view): decimal id and identity. */
   private entries(): { id: string; identity: string }[] {
     const out: { id: string; identity: string }[] = [];
@@ -73,7 +67,4 @@ export class NoNvmeKeyring implements NvmeKeyring {
   }
   async put(): Promise<void> {}
   async remove(): Promise<void> {}
-  async list(): Promise<string[]> {
-    return [];
-  }
 }

@@ -1,5 +1,5 @@
 import { retainedPsk } from '../../common/nvme-keys';
-import { HostCredentials, KernelFeatureError, KernelFeatures, TargetBackend, TargetInfo } from './backend';
+import { HostCredentials, KernelFeatureError, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 import { ConfigFs } from './configfs';
 import { NvmeKeyring } from './nvme-keyring';
 import { KernelInfo } from './kernel-info';
@@ -22,7 +22,7 @@ export class NvmetBackend implements TargetBackend {
   readonly transport = 'nvme-tcp' as const;
   readonly supportsCd = false;
   readonly persistence = 'configfs (kernel keeps targets while the host runs; rebuilt from DISK_DIR at start)';
-  private feats: KernelFeatures = { release: null, nvmet_dhchap: null, nvmet_tls: null, nvme_keyring: null, tlshd: null, missing: [] };
+  private feats: KernelFeatures = noKernelFeatures();
   /** The TLS PSK of each known host (from putHost), for the keyring entries of its links. */
   private readonly psks = new Map<string, string>();
 

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { ProcessRunner } from '../../common/process-runner';
-import { KernelFeatures, TargetBackend, TargetInfo } from './backend';
+import { KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 
 /**
  * stgt (tgtd, userspace) through tgtadm. Disk at LUN 1, CD as `--device-type cd` made read-only,
@@ -30,7 +30,7 @@ export class StgtBackend implements TargetBackend {
 
   /** Userspace tgtd: no kernel target features involved. */
   features(): KernelFeatures {
-    return { release: null, nvmet_dhchap: null, nvmet_tls: null, nvme_keyring: null, tlshd: null, missing: [] };
+    return noKernelFeatures();
   }
 
   async start(): Promise<void> {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { ApiError, badRequest, conflict, notFound } from '../../common/api-error';
 import { AgentConfig } from '../agent-config';
-import { TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import { KernelFeatureError, TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
 import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, ScanResultDto, LunTargetDto } from './dto/luns.dto';
@@ -222,7 +222,7 @@ export class LunsService implements OnModuleInit {
 
   private mapBackendError(e: unknown): Error {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' || code === 'EKERNELFEATURE') return conflict((e as Error).message);
+    if (code === 'EEXIST' || e instanceof KernelFeatureError) return conflict((e as Error).message);
     if (code === 'ENOHOST') return badRequest((e as Error).message);
     return e as Error;
   }

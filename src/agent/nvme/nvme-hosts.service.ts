@@ -5,7 +5,7 @@ import { badRequest, conflict, notFound } from '../../common/api-error';
 import { FileSystem } from '../../store/file-system';
 import { LedgerFileError } from '../../store/ledger-map';
 import { AgentConfig } from '../agent-config';
-import { HostCredentials, TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import { HostCredentials, KernelFeatureError, TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { TargetManifest } from '../luns/manifest';
 import type { NvmeHostDto, PutNvmeHostDto } from './dto/nvme-host.dto';
 import { dhchapKeyError, tlsPskError } from '../../common/nvme-keys';
@@ -101,7 +101,7 @@ export class NvmeHostsService {
     try {
       await this.backend.putHost!(hostnqn, creds);
     } catch (e) {
-      if ((e as { code?: string }).code === 'EKERNELFEATURE') throw conflict((e as Error).message);
+      if (e instanceof KernelFeatureError) throw conflict(e.message);
       throw e;
     }
     this.hosts.set(hostnqn, creds);

@@ -7,7 +7,8 @@ import type { CapabilitiesDto } from './dto/capabilities.dto';
 /** Honest capabilities: the reflink probe and the filesystem type are measured at start. */
 @Injectable()
 export class SystemService implements OnModuleInit {
-  private caps!: Omit<CapabilitiesDto, 'kernel'>;
+  /** The parts measured once at start; nvme_tls and kernel depend on the backend's start. */
+  private caps!: Omit<CapabilitiesDto, 'kernel' | 'nvme_tls'>;
   private reflink = false;
 
   constructor(
@@ -19,8 +20,7 @@ export class SystemService implements OnModuleInit {
   async onModuleInit(): Promise<void> {
     this.images.mkdirp();
     const fsType = await this.images.fsType();
-    const reflink = await this.images.probeReflink();
-    this.reflink = reflink;
+    const reflink = (this.reflink = await this.images.probeReflink());
     const nvme = this.backend.transport === 'nvme-tcp';
     this.caps = {
       backend: this.backend.name,
@@ -34,7 +34,6 @@ export class SystemService implements OnModuleInit {
       max_file_size: await this.images.maxFileSize(),
       transport: this.backend.transport,
       nvme_port: nvme ? this.config.nvmePort : null,
-      nvme_tls: nvme ? this.config.nvmeTls : null,
     };
   }
 
