@@ -1,6 +1,7 @@
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
-import { Database, LOCK } from '../store/pg/database';
 import * as path from 'node:path';
+import type { PoolClient } from 'pg';
+import { Database, LOCK } from '../store/pg/database';
 import { badRequest } from '../common/api-error';
 import { Clock } from '../common/clock';
 import { normalizeMac } from '../common/mac';
@@ -19,6 +20,12 @@ export interface AuditEntry {
 
 export type AuditFields = Omit<AuditEntry, 'id' | 'ts' | 'op' | 'status'> & { status?: AuditEntry['status'] };
 
+/** An entry a ledger commit carries (Tx.audit): it is written with the change or not at all. */
+export interface TxAudit {
+  op: string;
+  fields: AuditFields;
+}
+
 /**
  * Append-only audit trail (state/operations.jsonl). Ids keep increasing across restarts: the
  * last id is read back from the file's tail at start. A torn last line (a kill or a full disk
@@ -35,7 +42,11 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   private readonly log = new Logger('Audit');
   readonly file: string;
   private lastId = 0;
-  private pending: { line: string; done: () => void }[] = [];
+  /** In id order. line null: a slot reserved by a ledger commit whose change-log record is not yet durable. */
+  private pending: { id: number; line: string | null; done: () => void }[] = [];
+  /** Every entry up to this id is in the file. */
+  private durableId = 0;
+  private loaded: Promise<void> | null = null;
   private writing: Promise<void> | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private failing = false;
@@ -49,8 +60,18 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     this.file = path.join(config.stateDir, 'operations.jsonl');
   }
 
-  async onModuleInit(): Promise<void> {
+  /** Idempotent: the ledger store calls it first, to recover the entries its change log carries. */
+  onModuleInit(): Promise<void> {
+    return (this.loaded ??= this.load());
+  }
+
+  private async load(): Promise<void> {
     if (this.db?.enabled) return this.db.init();
+    await this.loadTail();
+    this.durableId = this.lastId;
+  }
+
+  private async loadTail(): Promise<void> {
     const tail = this.fs.readTailSync(this.file, 64 * 1024);
     if (!tail) return;
     const total = this.fs.statSync(this.file)?.size ?? 0;
@@ -111,9 +132,82 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     for (const t of this.taps) t(entry);
     const line = JSON.stringify(entry) + '\n';
     return new Promise((resolve) => {
-      this.pending.push({ line, done: () => resolve(entry) });
+      this.pending.push({ id: entry.id, line, done: () => resolve(entry) });
       this.kick();
     });
+  }
+
+  // ---- Entries carried by a ledger commit (files): ids are reserved before the change-log record
+  // is written (the record carries the entries), the slots hold back every later entry until the
+  // record is durable, then they go out in id order. A kill in between is repaired at start from
+  // the change log (recover); a commit that fails cancels its slots (the ids are skipped).
+
+  /** Reserves ids for a commit's entries, in order, and returns them (their slots wait for fill). */
+  reserve(items: TxAudit[]): AuditEntry[] {
+    return items.map(({ op, fields }) => {
+      const { status = 'ok', ...rest } = fields;
+      const entry: AuditEntry = { id: ++this.lastId, ts: this.clock.isoNow(), op, status, ...rest };
+      this.pending.push({ id: entry.id, line: null, done: () => undefined });
+      return entry;
+    });
+  }
+
+  /** The commit is durable: its entries go out; resolves once they are on disk (or queued for retry). */
+  fill(entries: AuditEntry[]): Promise<void> {
+    const ids = new Map(entries.map((e) => [e.id, e]));
+    const waits: Promise<void>[] = [];
+    for (const p of this.pending) {
+      const e = ids.get(p.id);
+      if (!e || p.line !== null) continue;
+      p.line = JSON.stringify(e) + '\n';
+      waits.push(new Promise((resolve) => (p.done = resolve)));
+      for (const t of this.taps) t(e);
+    }
+    this.kick();
+    return Promise.all(waits).then(() => undefined);
+  }
+
+  /** The commit failed: its slots are dropped. */
+  cancel(entries: AuditEntry[]): void {
+    const ids = new Set(entries.map((e) => e.id));
+    this.pending = this.pending.filter((p) => !ids.has(p.id));
+    this.kick();
+  }
+
+  /** At start, from the change log: the entries of committed changes that never reached the file. */
+  async recover(entries: AuditEntry[]): Promise<number> {
+    await this.onModuleInit();
+    const missing = entries.filter((e) => e.id > this.durableId).sort((x, y) => x.id - y.id);
+    if (!missing.length) return 0;
+    await this.fs.appendDurable(this.file, missing.map((e) => JSON.stringify(e) + '\n').join(''));
+    this.lastId = Math.max(this.lastId, missing[missing.length - 1].id);
+    this.durableId = this.lastId;
+    this.log.warn(`${missing.length} audit entr(ies) of committed changes recovered from the change log`);
+    return missing.length;
+  }
+
+  /** True once every entry up to id is in the file (waits for the write under way). */
+  async durableThrough(id: number): Promise<boolean> {
+    for (let i = 0; i < 3 && this.durableId < id && this.writing; i++) await this.writing;
+    return this.durableId >= id;
+  }
+
+  /** PostgreSQL: the entries of a ledger commit, inserted in its own transaction (ids in commit order). */
+  async insertInTx(c: PoolClient, items: TxAudit[]): Promise<AuditEntry[]> {
+    await this.db!.xactLock(c, LOCK.audit);
+    const base = items.map(({ op, fields }) => {
+      const { status = 'ok', ...rest } = fields;
+      return { ts: this.clock.isoNow(), op, status, ...rest };
+    });
+    const ids = (await c.query<{ id: string }>("SELECT nextval('audit_ids') AS id FROM generate_series(1, $1)", [base.length])).rows.map((r) => Number(r.id));
+    const entries = base.map((b, i) => ({ id: ids[i], ...b }) as AuditEntry);
+    await c.query('INSERT INTO audit (id, entry) SELECT * FROM unnest($1::bigint[], $2::jsonb[])', [ids, entries.map((e) => JSON.stringify(e))]);
+    return entries;
+  }
+
+  /** PostgreSQL: after the commit, the entries reach the taps (metrics). */
+  published(entries: AuditEntry[]): void {
+    for (const e of entries) for (const t of this.taps) t(e);
   }
 
   /**
@@ -132,6 +226,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     }
     await this.fs.appendDurable(this.file, entries.map((e) => JSON.stringify(e) + '\n').join(''));
     this.lastId = Math.max(this.lastId, ...entries.map((e) => e.id));
+    this.durableId = this.lastId;
   }
 
   /** Waits until every queued entry was written or failed (and stays queued). */
@@ -205,7 +300,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private kick(): void {
-    if (this.writing || !this.pending.length) return;
+    if (this.writing || !this.pending.length || this.pending[0].line === null) return;
     this.writing = this.writeBatch().finally(() => {
       this.writing = null;
       if (this.pending.length && !this.failing) this.kick();
@@ -213,10 +308,14 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private async writeBatch(): Promise<void> {
-    const batch = this.pending.slice();
+    // The filled prefix: a reserved slot holds back every later entry (ids reach the file in order).
+    let n = 0;
+    while (n < this.pending.length && this.pending[n].line !== null) n++;
+    const batch = this.pending.slice(0, n);
     try {
       await this.fs.appendDurable(this.file, batch.map((b) => b.line).join(''));
       this.pending.splice(0, batch.length);
+      this.durableId = Math.max(this.durableId, batch[batch.length - 1].id);
       if (this.failing) this.log.log(`audit log writable again; ${batch.length} queued entr(ies) written`);
       this.failing = false;
       for (const b of batch) b.done();

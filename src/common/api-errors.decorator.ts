@@ -12,7 +12,7 @@ const DEFAULTS: Record<number, string> = {
   500: 'dnsmasq reload failed (the binding file is already updated), or an internal error with error_id.',
   502: 'Upstream agent failed.',
   503: 'Upstream agent unreachable.',
-  507: 'Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed.',
+  507: 'Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.)',
 };
 
 const STORAGE_503 = 'The state directory is not writable (read-only volume). Nothing was changed.';

@@ -1,20 +1,15 @@
 import { Injectable } from '@nestjs/common';
-import { ApiError, conflict, internal, notFound } from '../common/api-error';
+import { ApiError, conflict, notFound } from '../common/api-error';
 import { storageFailure } from '../store/storage-error';
-import { DnsmasqService } from '../dnsmasq/dnsmasq.service';
+import { AuditService } from '../audit/audit.service';
+import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
-import { DeviceRecord, WorkerRecord } from '../store/records';
+import { DeviceRecord } from '../store/records';
 
 export interface BindOutcome {
   changed: boolean;
   old_worker_id: string | null;
   old_device_mac: string | null;
-}
-
-export interface BindingResult<R> {
-  result: R;
-  /** Set when dhcp-hosts.conf was rewritten but dnsmasq did not reload. */
-  reloadError?: string;
 }
 
 /**
@@ -26,6 +21,7 @@ export class BindingService {
   constructor(
     private readonly store: LedgerStore,
     private readonly dnsmasq: DnsmasqService,
+    private readonly audit: AuditService,
   ) {}
 
   /** The device bound to a worker as the transaction sees it. */
@@ -62,34 +58,42 @@ export class BindingService {
   }
 
   /**
-   * Commits fn's binding changes and refreshes dhcp-hosts.conf. Must run under the lock. If the
-   * projection cannot be written, the ledger is restored to its snapshot (rollback = rewrite);
-   * a failed reload only leaves reloadError (the documented 500 with the file updated).
+   * Commits fn's binding changes (with the audit entries fn adds to tx, atomically) and refreshes
+   * dhcp-hosts.conf. Must run under the lock. The file is a projection of the ledger: if it cannot
+   * be written the change stands and the file is retried (audited as dnsmasq.write, answered with
+   * the storage status saying the change is committed); a failed reload is audited as
+   * dnsmasq.reload (failed) and answers the documented 500 with the file updated.
    */
-  async commit<R>(fn: (tx: Tx) => R | Promise<R>): Promise<BindingResult<R>> {
-    const undo: { devices: [string, DeviceRecord | undefined][]; workers: [string, WorkerRecord | undefined][] } = {
-      devices: [],
-      workers: [],
-    };
+  async commit<R>(fn: (tx: Tx) => R | Promise<R>, client: string): Promise<R> {
+    const touched = { macs: [] as string[], worker_ids: [] as string[] };
     const result = await this.store.commit(async (tx) => {
       const r = await fn(tx);
-      for (const [k, c] of tx.devices.changes) undo.devices.push([k, c.orig]);
-      for (const [k, c] of tx.workers.changes) undo.workers.push([k, c.orig]);
+      touched.macs = [...tx.devices.changes.keys()];
+      touched.worker_ids = [...tx.workers.changes.keys()];
       return r;
     });
+    let reloadError: string | undefined;
     try {
-      const s = await this.dnsmasq.sync();
-      return { result, reloadError: s.reloadError };
+      reloadError = (await this.dnsmasq.sync()).reloadError;
     } catch (e) {
-      await this.store
-        .commit((tx) => {
-          for (const [k, v] of undo.devices) tx.devices.set(k, v);
-          for (const [k, v] of undo.workers) tx.workers.set(k, v);
-        })
-        .catch(() => undefined);
+      this.dnsmasq.retryLater();
       const storage = storageFailure(e, this.dnsmasq.file);
-      if (storage instanceof ApiError) throw new ApiError(storage.getStatus(), `${storage.message} (the ledger change was rolled back)`);
-      throw internal(`dhcp-hosts.conf could not be written, change rolled back: ${(e as Error).message}`);
+      const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+      const detail = `${this.dnsmasq.file} could not be written (${code})`;
+      await this.audit.record('dnsmasq.write', { status: 'failed', error: detail, ...touched, client });
+      const status = storage instanceof ApiError ? storage.getStatus() : 500;
+      throw new ApiError(status, `the change is committed; ${detail}, it is written again every 2 s until it can be`);
     }
+    if (reloadError) {
+      // The change and dhcp-hosts.conf stand (their entries are in); the reload is its own fact.
+      await this.audit.record('dnsmasq.reload', {
+        status: 'failed',
+        error: `dnsmasq reload failed: ${reloadError}`,
+        ...touched,
+        client,
+      });
+      throw reloadFailed(reloadError);
+    }
+    return result;
   }
 }

@@ -6,7 +6,6 @@ import { parsePubkey, ParsedKey } from '../common/device-key';
 import { cleanReportString, isDeviceMac } from '../common/grammars';
 import { normalizeId, normalizeMac } from '../common/mac';
 import { AuditService } from '../audit/audit.service';
-import { reloadFailed } from '../dnsmasq/dnsmasq.service';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
 import { DeviceRecord, emptyFingerprint, Fingerprint, newDevice } from '../store/records';
@@ -150,14 +149,15 @@ export class DevicesService {
       return '';
     }
     const keyFields = secure && key?.ok ? { pubkey: key.hex, key_hash: key.sha256, key_claimed_at: now } : {};
-    const created = await store.register(
+    await store.register(
       newDevice(mac, { uuid, source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now, ...keyFields }),
-      // The window's quota is taken inside the locked commit: exact under any burst.
-      secure ? { take: () => this.settings.tryAdmit(), release: () => this.settings.releaseAdmit() } : undefined,
+      {
+        // The window's quota and the pool limit are taken inside the locked commit: exact under any burst.
+        admit: secure ? { take: () => this.settings.tryAdmit(), release: () => this.settings.releaseAdmit() } : undefined,
+        poolLimit: this.limiter.poolLimit,
+        audit: { op: 'device.register', fields: { mac, source: 'ipxe', ...(secure ? { via: 'registration_window', key_sha256: key!.ok ? key!.sha256 : null } : {}), client } },
+      },
     );
-    if (created) {
-      await this.audit.record('device.register', { mac, source: 'ipxe', ...(secure ? { via: 'registration_window', key_sha256: key!.ok ? key!.sha256 : null } : {}), client });
-    }
     return '';
   }
 
@@ -172,10 +172,12 @@ export class DevicesService {
       return;
     }
     if (!this.settings.windowOpen()) return;
-    const claimed = await this.store.read().reportChange(d.mac, (cur) =>
-      cur && !cur.pubkey && cur.state !== 'revoked' && this.settings.windowOpen() ? { ...cur, pubkey: key.hex, key_hash: key.sha256, key_claimed_at: now } : null,
+    await this.store.read().reportChange(
+      d.mac,
+      (cur) => (cur && !cur.pubkey && cur.state !== 'revoked' && this.settings.windowOpen() ? { ...cur, pubkey: key.hex, key_hash: key.sha256, key_claimed_at: now } : null),
+      undefined,
+      { op: 'device.key.claim', fields: { mac: d.mac, key_sha256: key.sha256, client } },
     );
-    if (claimed) await this.audit.record('device.key.claim', { mac: d.mac, key_sha256: key.sha256, client });
   }
 
   /** Key events from the unauthenticated report: one audit record per (event, MAC) per minute. */
@@ -194,9 +196,9 @@ export class DevicesService {
         if (!d.pubkey) throw conflict(`device has no key: ${mac}`);
         const next: DeviceRecord = { ...d, pubkey: null, key_hash: null, key_claimed_at: null };
         tx.devices.set(mac, next);
-        return { next, old: d.key_hash };
+        tx.audit('device.key.reset', { mac, key_sha256: d.key_hash, client });
+        return { next };
       });
-      await this.audit.record('device.key.reset', { mac, key_sha256: r.old, client });
       return deviceView(r.next);
     });
   }
@@ -221,9 +223,9 @@ export class DevicesService {
         if (existing) throw conflict(`device already exists (state=${existing.state}): ${dto.mac}`);
         const r = this.newManual(dto);
         tx.devices.set(r.mac, r);
+        tx.audit('device.register', { mac: r.mac, source: 'manual', client });
         return r;
       });
-      await this.audit.record('device.register', { mac: rec.mac, source: 'manual', client });
       return deviceView(rec);
     });
   }
@@ -250,14 +252,9 @@ export class DevicesService {
             out.created.push(mac);
           }
         }
+        for (const mac of out.created) tx.audit('device.register', { mac, source: 'manual', via: 'import', client });
+        tx.audit('device.import', { created: out.created.length, skipped: out.skipped.length, failed: out.failed.length, client });
         return out;
-      });
-      for (const mac of res.created) await this.audit.record('device.register', { mac, source: 'manual', via: 'import', client });
-      await this.audit.record('device.import', {
-        created: res.created.length,
-        skipped: res.skipped.length,
-        failed: res.failed.length,
-        client,
       });
       return res;
     });
@@ -274,9 +271,9 @@ export class DevicesService {
         // Revocation drops the key too: a revoked device can never sign its way back in.
         const r: DeviceRecord = { ...d, state: 'revoked', pubkey: null, key_hash: null, key_claimed_at: null };
         tx.devices.set(mac, r);
-        return { r, hadKey: d.pubkey !== null };
+        tx.audit('device.revoke', { mac, key_dropped: d.pubkey !== null, client });
+        return { r };
       });
-      await this.audit.record('device.revoke', { mac, key_dropped: rec.hadKey, client });
       return deviceView(rec.r);
     });
   }
@@ -284,51 +281,36 @@ export class DevicesService {
   bind(rawMac: string, workerId: string, force: boolean, client: string): Promise<DeviceDto> {
     const mac = this.parseMac(rawMac);
     return this.store.exclusive(async () => {
-      const { result, reloadError } = await this.bindings.commit((tx) => {
+      const device = await this.bindings.commit((tx) => {
         const outcome = this.bindings.bind(tx, mac, workerId, force);
-        return { outcome, device: tx.devices.get(mac)! };
-      });
-      if (result.outcome.changed) {
-        await this.audit.record('device.bind', {
-          mac,
-          worker_id: workerId,
-          old_worker_id: result.outcome.old_worker_id,
-          old_device_mac: result.outcome.old_device_mac,
-          force,
-          status: reloadError ? 'failed' : 'ok',
-          ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
-          client,
-        });
-        if (result.outcome.old_device_mac) {
-          await this.audit.record('device.unbind', {
-            mac: result.outcome.old_device_mac,
+        if (outcome.changed) {
+          tx.audit('device.bind', {
+            mac,
             worker_id: workerId,
-            reason: `replaced by ${mac} (force)`,
+            old_worker_id: outcome.old_worker_id,
+            old_device_mac: outcome.old_device_mac,
+            force,
             client,
           });
+          if (outcome.old_device_mac) {
+            tx.audit('device.unbind', { mac: outcome.old_device_mac, worker_id: workerId, reason: `replaced by ${mac} (force)`, client });
+          }
         }
-      }
-      if (reloadError) throw reloadFailed(reloadError);
-      return deviceView(result.device);
+        return tx.devices.get(mac)!;
+      }, client);
+      return deviceView(device);
     });
   }
 
   unbind(rawMac: string, client: string): Promise<DeviceDto> {
     const mac = this.parseMac(rawMac);
     return this.store.exclusive(async () => {
-      const { result, reloadError } = await this.bindings.commit((tx) => {
+      const device = await this.bindings.commit((tx) => {
         const workerId = this.bindings.unbind(tx, mac);
-        return { workerId, device: tx.devices.get(mac)! };
-      });
-      await this.audit.record('device.unbind', {
-        mac,
-        worker_id: result.workerId,
-        status: reloadError ? 'failed' : 'ok',
-        ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
-        client,
-      });
-      if (reloadError) throw reloadFailed(reloadError);
-      return deviceView(result.device);
+        tx.audit('device.unbind', { mac, worker_id: workerId, client });
+        return tx.devices.get(mac)!;
+      }, client);
+      return deviceView(device);
     });
   }
 
@@ -360,7 +342,7 @@ export class DevicesService {
   batchBind(dto: BatchBindDto, client: string): Promise<BatchBindResultDto> {
     const pairs = this.pairsOf(dto);
     return this.store.exclusive(async () => {
-      const { result, reloadError } = await this.bindings.commit((tx) => {
+      return this.bindings.commit((tx) => {
         const out: BatchBindResultDto = { succeeded: [], skipped: [], failed: [] };
         const seenMacs = new Set<string>();
         const seenWorkers = new Set<string>();
@@ -372,31 +354,20 @@ export class DevicesService {
           } else if (v.skip) out.skipped.push(v.item);
           else out.failed.push({ mac: v.item.mac, worker_id: v.item.worker_id, error: v.item.reason });
         }
-        return out;
-      });
-      for (const s of result.succeeded) {
-        await this.audit.record('device.bind', {
-          mac: s.mac,
-          worker_id: s.worker_id,
-          old_worker_id: null,
-          old_device_mac: null,
-          via: 'batch',
+        for (const s of out.succeeded) {
+          tx.audit('device.bind', { mac: s.mac, worker_id: s.worker_id, old_worker_id: null, old_device_mac: null, via: 'batch', client });
+        }
+        tx.audit('device.bind.batch', {
+          mode: dto.mode ?? 'manifest',
+          total: pairs.length,
+          succeeded: out.succeeded.length,
+          skipped: out.skipped.length,
+          failed: out.failed.length,
+          macs: out.succeeded.map((s) => s.mac),
           client,
         });
-      }
-      await this.audit.record('device.bind.batch', {
-        mode: dto.mode ?? 'manifest',
-        total: pairs.length,
-        succeeded: result.succeeded.length,
-        skipped: result.skipped.length,
-        failed: result.failed.length,
-        macs: result.succeeded.map((s) => s.mac),
-        status: reloadError ? 'failed' : 'ok',
-        ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
-        client,
-      });
-      if (reloadError) throw reloadFailed(reloadError);
-      return result;
+        return out;
+      }, client);
     });
   }
 

@@ -31,6 +31,11 @@ export class RegistrationLimiter {
 
   constructor(private readonly config: AppConfig) {}
 
+  /** Checked again inside the registration group commit, where it is exact. */
+  get poolLimit(): number {
+    return this.config.poolLimit;
+  }
+
   check(source: string, pooled: number, now: number = performance.now()): LimitVerdict {
     if (pooled >= this.config.poolLimit) return this.refuse('pool_limit', '*', this.config.poolLimit, now);
     const rate = this.config.registerRate;

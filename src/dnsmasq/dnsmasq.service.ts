@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
 import { ApiError } from '../common/api-error';
 import { ProcessRunner } from '../common/process-runner';
@@ -18,7 +18,7 @@ export interface DnsmasqSyncResult {
  * device. It is regenerated after every binding change and dnsmasq is told to re-read it.
  */
 @Injectable()
-export class DnsmasqService implements OnModuleInit {
+export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
   private readonly log = new Logger('Dnsmasq');
   readonly file: string;
   /** What the file on disk holds, read at start; null once the projection has been compared. */
@@ -36,6 +36,7 @@ export class DnsmasqService implements OnModuleInit {
   private buf = Buffer.alloc(64 * 1024);
   private len = 0;
   private workerByMac = new Map<string, string>();
+  private retryTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly config: AppConfig,
@@ -169,6 +170,35 @@ export class DnsmasqService implements OnModuleInit {
       if (host && host.trim() === hostname) return { hostname, mac: mac.trim() };
     }
     return null;
+  }
+
+  onApplicationShutdown(): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+  }
+
+  /**
+   * The file could not be written after a committed change (full or read-only disk): it is a
+   * projection of the ledger, so it is re-derived and written again every 2 s until it is, never
+   * by undoing the ledger. Any later sync (the next binding change) also writes it.
+   */
+  retryLater(): void {
+    if (this.retryTimer) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.store
+        .exclusive(() => this.sync())
+        .then(
+          (r) => {
+            this.log.log(`dhcp-hosts.conf written again after a failed write${r.reloadError ? `; reload failed: ${r.reloadError}` : ''}`);
+          },
+          (err) => {
+            this.log.warn(`dhcp-hosts.conf still not writable (${(err as Error).message}); retrying`);
+            this.retryLater();
+          },
+        );
+    }, 2000);
+    this.retryTimer.unref?.();
   }
 
   /** Rewrites the file when the projection changed, then reloads. Call under the ledger lock. */

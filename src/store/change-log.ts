@@ -10,6 +10,8 @@ export interface ChangeRecord {
   d?: Record<string, unknown>;
   /** workers.yml keys (worker_id) -> record or null. */
   w?: Record<string, unknown>;
+  /** Audit entries of the commit (with their ids): recovered at start if they never reached operations.jsonl. */
+  a?: { id: number; [field: string]: unknown }[];
 }
 
 const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, '0');

@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationBootstrap, Optional, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import * as path from 'node:path';
-import { AuditService } from '../audit/audit.service';
+import { AuditEntry, AuditFields, AuditService, TxAudit } from '../audit/audit.service';
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
 import { ChangeLog, ChangeRecord } from './change-log';
@@ -77,6 +77,11 @@ export class TxMap<T extends object> {
 export class Tx {
   readonly devices: TxMap<DeviceRecord>;
   readonly workers: TxMap<WorkerRecord>;
+  /** Audit entries written with the change, atomically (the same transaction, or change-log record). */
+  readonly audits: TxAudit[] = [];
+  audit(op: string, fields: AuditFields = {}): void {
+    this.audits.push({ op, fields });
+  }
   constructor(store: LedgerStore) {
     this.devices = new TxMap(store.devices);
     this.workers = new TxMap(store.workers);
@@ -107,6 +112,10 @@ interface Registration {
   apply: (cur: DeviceRecord | undefined) => DeviceRecord | null;
   /** Called when the batch that applied this change failed to commit. */
   undo?: () => void;
+  /** Written with the change when it applies (same record or transaction). */
+  audit?: TxAudit;
+  /** A new device is refused when this many are pooled, counting the batch's own (exact under a burst). */
+  poolLimit?: number;
   resolve: (changed: boolean) => void;
   reject: (e: unknown) => void;
 }
@@ -146,6 +155,8 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
   private flushTimer: NodeJS.Timeout | null = null;
   private checkpointTimer: NodeJS.Timeout | null = null;
   private firstUncheckpointed = 0;
+  /** The highest audit id a change-log record carries since the last checkpoint. */
+  private walAuditMax = 0;
   private closing = false;
   private regQueue: Registration[] = [];
   private regScheduled = false;
@@ -195,6 +206,10 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     this.workers.loadSync();
     const records = this.wal.loadSync();
     records.forEach((r, i) => this.replay(r, i + 1));
+    // Commits whose audit entries a kill kept out of operations.jsonl: written before the log is emptied.
+    const carried = records.flatMap((r) => (r.a ?? []) as AuditEntry[]);
+    if (carried.length && this.audit) await this.audit.recover(carried);
+    this.walAuditMax = Math.max(0, ...carried.map((e) => e.id));
     const { dangling, double } = this.violations(this.devices, this.workers);
     if (double.length) throw this.doubleBinding(double[0], this.fs.readTextSync(this.devices.file) ?? '');
     const fixed = new Map(dangling.map((mac) => [mac, this.devices.get(mac)!] as const));
@@ -339,12 +354,21 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     let result!: R;
     type Done = { d: Map<string, DeviceRecord | undefined>; w: Map<string, WorkerRecord | undefined>; id: number; t0: number };
     let done = null as Done | null;
+    let audited: AuditEntry[] = [];
     await this.db!.tx(async (c) => {
       await this.catchUp(c);
       const tx = new Tx(this);
       result = await fn(tx);
       const d = tx.devices.changes.size ? tx.devices.resolve() : new Map<string, DeviceRecord | undefined>();
       const w = tx.workers.changes.size ? tx.workers.resolve() : new Map<string, WorkerRecord | undefined>();
+      // Under the ledger lock, then the audit lock: ids in commit order, entry and change together.
+      if (tx.audits.length) {
+        audited = await this.requireAudit()
+          .insertInTx(c, tx.audits)
+          .catch((e: Error) => {
+            throw new ApiError(503, `the database refused the audit entry, nothing was changed: ${e.message}`);
+          });
+      }
       if (!d.size && !w.size) return;
       const t0 = performance.now();
       await this.writeRows(c, d, w);
@@ -354,6 +378,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     }, LOCK.ledger).catch((e) => {
       throw pgFailure(e);
     });
+    if (audited.length) this.requireAudit().published(audited);
     const fin = done as Done | null;
     if (!fin) return result;
     const { d, w, id, t0 } = fin;
@@ -460,15 +485,33 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     const result = await fn(tx);
     const d = tx.devices.changes.size ? tx.devices.resolve() : new Map<string, DeviceRecord | undefined>();
     const w = tx.workers.changes.size ? tx.workers.resolve() : new Map<string, WorkerRecord | undefined>();
-    if (!d.size && !w.size) return result;
-    await this.append(d, w);
+    if (!d.size && !w.size) {
+      // Nothing to make durable with them: the entries are recorded as they are.
+      if (tx.audits.length) await Promise.all(tx.audits.map((a) => this.requireAudit().record(a.op, a.fields)));
+      return result;
+    }
+    const audited = tx.audits.length ? this.requireAudit().reserve(tx.audits) : [];
+    try {
+      await this.append(d, w, 'commit', audited);
+    } catch (e) {
+      if (audited.length) this.requireAudit().cancel(audited);
+      throw e;
+    }
+    const written = audited.length ? this.requireAudit().fill(audited) : null;
+    if (audited.length) this.walAuditMax = audited[audited.length - 1].id;
     this.noteChanges(d, w);
     if (d.size) this.devices.apply(d);
     if (w.size) this.workers.apply(w);
     // A committed record carries the telemetry merged into it.
     for (const k of d.keys()) this.devices.dirtyKeys.delete(k);
+    await written;
     await this.afterCommit();
     return result;
+  }
+
+  private requireAudit(): AuditService {
+    if (!this.audit) throw new Error('a commit carries audit entries but no audit trail is wired');
+    return this.audit;
   }
 
   /**
@@ -476,25 +519,29 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
    * together, one change-log record and one fsync for the whole group. Resolves false when the
    * MAC is already known.
    */
-  register(rec: DeviceRecord, admit?: { take: () => boolean; release: () => void }): Promise<boolean> {
-    return this.reportChange(
-      rec.mac,
-      (cur) => (cur || (admit && !admit.take()) ? null : rec),
-      admit?.release,
-    );
+  register(rec: DeviceRecord, opts: { admit?: { take: () => boolean; release: () => void }; audit?: TxAudit; poolLimit?: number } = {}): Promise<boolean> {
+    const { admit, audit, poolLimit } = opts;
+    return new Promise((resolve, reject) => {
+      this.regQueue.push({ mac: rec.mac, apply: (cur) => (cur || (admit && !admit.take()) ? null : rec), undo: admit?.release, audit, poolLimit, resolve, reject });
+      this.scheduleRegistrations();
+    });
   }
 
   /**
    * A change to one device driven by /devices/report (a registration, a key claim), group-committed
    * with the others of a storm: `apply` runs under the lock inside the batch's transaction.
    */
-  reportChange(mac: string, apply: Registration['apply'], undo?: () => void): Promise<boolean> {
+  reportChange(mac: string, apply: Registration['apply'], undo?: () => void, audit?: TxAudit): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      this.regQueue.push({ mac, apply, undo, resolve, reject });
-      if (this.regScheduled) return;
-      this.regScheduled = true;
-      setImmediate(() => this.runRegistrations());
+      this.regQueue.push({ mac, apply, undo, audit, resolve, reject });
+      this.scheduleRegistrations();
     });
+  }
+
+  private scheduleRegistrations(): void {
+    if (this.regScheduled) return;
+    this.regScheduled = true;
+    setImmediate(() => this.runRegistrations());
   }
 
   private runRegistrations(): void {
@@ -505,10 +552,18 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     this.lock
       .run(() =>
         this.commit((tx) => {
+          let pooled = -1; // committed pooled devices plus the ones this batch adds
           applied = batch.map((b) => {
-            const next = b.apply(tx.devices.get(b.mac));
+            const cur = tx.devices.get(b.mac);
+            if (b.poolLimit !== undefined && !cur) {
+              if (pooled < 0) pooled = this.pooledCount();
+              if (pooled >= b.poolLimit) return false;
+            }
+            const next = b.apply(cur);
             if (!next) return false;
+            if (!cur && next.state === 'pooled' && pooled >= 0) pooled++;
             tx.devices.set(b.mac, next);
+            if (b.audit) tx.audit(b.audit.op, b.audit.fields);
             return true;
           });
           return applied;
@@ -621,7 +676,12 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
       // devices.yml first, then workers.yml: a kill in between is repaired by replaying the log.
       if (this.devices.stale) await this.devices.checkpoint();
       if (this.workers.stale) await this.workers.checkpoint();
+      // The log is the only durable copy of audit entries not yet in operations.jsonl.
+      if (this.walAuditMax && this.audit && !(await this.audit.durableThrough(this.walAuditMax))) {
+        throw new Error('audit entries carried by the change log are not yet in operations.jsonl');
+      }
       await this.wal.reset();
+      this.walAuditMax = 0;
     } catch (e) {
       this.scheduleCheckpoint(5000);
       throw storageFailure(e, this.config.stateDir);
@@ -655,10 +715,16 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     this.checkpointTimer.unref?.();
   }
 
-  private async append(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>, kind: 'commit' | 'telemetry' = 'commit'): Promise<void> {
+  private async append(
+    d: Map<string, DeviceRecord | undefined>,
+    w: Map<string, WorkerRecord | undefined>,
+    kind: 'commit' | 'telemetry' = 'commit',
+    audited: AuditEntry[] = [],
+  ): Promise<void> {
     const rec: ChangeRecord = { seq: this.wal.seq + 1 };
     if (d.size) rec.d = obj(d);
     if (w.size) rec.w = obj(w);
+    if (audited.length) rec.a = audited;
     const t0 = performance.now();
     try {
       await this.wal.append(rec);

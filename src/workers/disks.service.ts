@@ -176,10 +176,10 @@ export class DisksService {
         };
         next.state = workerState(next);
         tx.workers.set(id, next);
+        tx.audit('worker.disk.delete', { worker_id: id, os, agent: disk.agent, iqn: targetName(disk), delete_file: deleteFile, client });
         return next;
       }),
     );
-    await this.audit.record('worker.disk.delete', { worker_id: id, os, agent: disk.agent, iqn: targetName(disk), delete_file: deleteFile, client });
     // One link fewer on that agent, or the host leaves it with the worker's last disk there.
     if (disk.transport === 'nvme-tcp') await this.credentials.syncWorker(id, 'delete');
     return updated;
@@ -263,10 +263,10 @@ export class DisksService {
           const next: WorkerRecord = { ...cur, disks: [...cur.disks, disk], ...(setDefault ? { default_os: spec.os, default_disk: plan.os_tag } : {}) };
           next.state = workerState(next);
           tx.workers.set(id, next);
+          tx.audit('worker.disk.create', { worker_id: id, os: spec.os, os_version: spec.os_version ?? null, agent: plan.agent.id, iqn: plan.name, os_tag: plan.os_tag, client });
           return next;
         }),
       );
-      await this.audit.record('worker.disk.create', { worker_id: id, os: spec.os, os_version: spec.os_version ?? null, agent: plan.agent.id, iqn: plan.name, os_tag: plan.os_tag, client });
       // A failed push does not fail the create: it stays pending for the reconciler.
       if (plan.transport === 'nvme-tcp') await this.credentials.syncWorker(id, 'create');
       return w;

@@ -2,9 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { badRequest, conflict, notFound, unprocessable } from '../common/api-error';
 import { Clock } from '../common/clock';
 import { normalizeId, normalizeMac } from '../common/mac';
-import { AuditService } from '../audit/audit.service';
 import { BindingService } from '../devices/binding.service';
-import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
+import { DnsmasqService } from '../dnsmasq/dnsmasq.service';
 import { CredentialsService } from '../credentials/credentials.service';
 import { LedgerStore, Tx } from '../store/ledger.store';
 import { CdRecord, newWorker, targetName, withoutTarget, WorkerRecord } from '../store/records';
@@ -25,7 +24,6 @@ export class WorkersService {
     private readonly store: LedgerStore,
     private readonly bindings: BindingService,
     private readonly dnsmasq: DnsmasqService,
-    private readonly audit: AuditService,
     private readonly clock: Clock,
     private readonly disks: DisksService,
     private readonly agents: AgentsService,
@@ -113,23 +111,17 @@ export class WorkersService {
 
   private createRecord(dto: CreateWorkerDto, cd: CdRecord | null, client: string): Promise<WorkerDto> {
     return this.store.exclusive(async () => {
-      const { result, reloadError } = await this.bindings.commit((tx) => {
+      const w = await this.bindings.commit((tx) => {
         const w = this.createInTx(tx, dto.worker_id, dto.hostname, dto.arch, dto.boot, cd);
         if (dto.mac) {
           this.checkPooled(tx, dto.mac);
           this.bindings.bind(tx, dto.mac, w.worker_id, false);
         }
+        tx.audit('worker.create', { worker_id: w.worker_id, hostname: w.hostname, mac: dto.mac ?? null, client });
+        if (dto.mac) this.auditBind(tx, dto.mac, w.worker_id, client);
         return w;
-      });
-      await this.audit.record('worker.create', {
-        worker_id: result.worker_id,
-        hostname: result.hostname,
-        mac: dto.mac ?? null,
-        client,
-      });
-      if (dto.mac) await this.recordBind(dto.mac, result.worker_id, reloadError, client);
-      if (reloadError) throw reloadFailed(reloadError);
-      return this.project(result);
+      }, client);
+      return this.project(w);
     });
   }
 
@@ -149,7 +141,7 @@ export class WorkersService {
     }
     return this.store.exclusive(async () => {
       const out: BatchCreateWorkersResultDto = { succeeded: [], skipped: [], failed: [] };
-      const { reloadError } = await this.bindings.commit((tx) => {
+      await this.bindings.commit((tx) => {
         ids.forEach((id, i) => {
           const rawMac = dto.macs?.[i];
           const mac = rawMac === undefined ? null : normalizeMac(rawMac);
@@ -170,20 +162,19 @@ export class WorkersService {
         });
         // Items created and undone in the same transaction leave no trace.
         for (const [k, c] of [...tx.workers.changes]) if (c.orig === undefined && c.next === undefined) tx.workers.changes.delete(k);
-      });
-      for (const s of out.succeeded) {
-        await this.audit.record('worker.create', { worker_id: s.worker_id, hostname: s.hostname, mac: s.mac, via: 'batch', client });
-        if (s.mac) await this.recordBind(s.mac, s.worker_id, reloadError, client);
-      }
-      await this.audit.record('worker.create.batch', {
-        count,
-        name_prefix: prefix,
-        succeeded: out.succeeded.length,
-        skipped: out.skipped.length,
-        failed: out.failed.length,
-        client,
-      });
-      if (reloadError) throw reloadFailed(reloadError);
+        for (const s of out.succeeded) {
+          tx.audit('worker.create', { worker_id: s.worker_id, hostname: s.hostname, mac: s.mac, via: 'batch', client });
+          if (s.mac) this.auditBind(tx, s.mac, s.worker_id, client);
+        }
+        tx.audit('worker.create.batch', {
+          count,
+          name_prefix: prefix,
+          succeeded: out.succeeded.length,
+          skipped: out.skipped.length,
+          failed: out.failed.length,
+          client,
+        });
+      }, client);
       return out;
     });
   }
@@ -199,31 +190,22 @@ export class WorkersService {
   setMac(rawId: string, mac: string, client: string): Promise<WorkerMacDto> {
     const id = this.parseId(rawId);
     return this.store.exclusive(async () => {
-      const { result, reloadError } = await this.bindings.commit((tx) => {
+      const { w, changed } = await this.bindings.commit((tx) => {
         const w = tx.workers.get(id);
         if (!w) throw notFound(`worker not found: ${id}`);
         const old = this.bindings.deviceOf(tx, id);
-        if (old?.mac === mac) return { w, oldMac: mac, changed: false };
-        this.checkPooled(tx, mac);
-        if (old) this.bindings.unbind(tx, old.mac);
-        this.bindings.bind(tx, mac, id, false);
-        return { w, oldMac: old?.mac ?? null, changed: true };
-      });
-      const { w, oldMac, changed } = result;
-      if (changed) {
-        await this.recordBind(mac, id, reloadError, client);
-        if (oldMac) await this.audit.record('device.unbind', { mac: oldMac, worker_id: id, reason: `replaced by ${mac}`, client });
-      }
-      await this.audit.record('worker.mac.update', {
-        worker_id: id,
-        hostname: w.hostname,
-        old_mac: oldMac,
-        new_mac: mac,
-        mac,
-        changed,
-        client,
-      });
-      if (reloadError) throw reloadFailed(reloadError);
+        const changed = old?.mac !== mac;
+        if (changed) {
+          this.checkPooled(tx, mac);
+          if (old) this.bindings.unbind(tx, old.mac);
+          this.bindings.bind(tx, mac, id, false);
+          this.auditBind(tx, mac, id, client);
+          if (old) tx.audit('device.unbind', { mac: old.mac, worker_id: id, reason: `replaced by ${mac}`, client });
+        }
+        const oldMac = changed ? (old?.mac ?? null) : mac;
+        tx.audit('worker.mac.update', { worker_id: id, hostname: w.hostname, old_mac: oldMac, new_mac: mac, mac, changed, client });
+        return { w, changed };
+      }, client);
       return { ...this.project(w), changed };
     });
   }
@@ -258,11 +240,11 @@ export class WorkersService {
         if (dto.menu_default !== undefined) next.boot.menu_default = dto.menu_default;
         if (dto.menu_timeout !== undefined) next.boot.menu_timeout = dto.menu_timeout;
         tx.workers.set(id, next);
+        const changes: Record<string, unknown> = {};
+        for (const k of ['os', 'menu_default', 'menu_timeout'] as const) if (dto[k] !== undefined) changes[k] = dto[k];
+        tx.audit('worker.default_os', { worker_id: id, ...changes, client });
         return next;
       });
-      const changes: Record<string, unknown> = {};
-      for (const k of ['os', 'menu_default', 'menu_timeout'] as const) if (dto[k] !== undefined) changes[k] = dto[k];
-      await this.audit.record('worker.default_os', { worker_id: id, ...changes, client });
       return this.project(w);
     });
   }
@@ -280,9 +262,9 @@ export class WorkersService {
         }
         const next: WorkerRecord = { ...cur, default_disk: disk?.os_tag ?? null, default_os: disk?.os ?? null };
         tx.workers.set(id, next);
+        tx.audit('worker.default_disk', { worker_id: id, os_tag: osTag, os: next.default_os, client });
         return next;
       });
-      await this.audit.record('worker.default_disk', { worker_id: id, os_tag: osTag, os: w.default_os, client });
       return this.project(w);
     });
   }
@@ -306,12 +288,12 @@ export class WorkersService {
 
   private deleteCommitted(id: string, deleteDisk: boolean, client: string): Promise<DeleteWorkerResultDto> {
     return this.store.exclusive(async () => {
-      const { result, reloadError } = await this.bindings.commit((tx) => {
+      const result = await this.bindings.commit((tx) => {
         if (!tx.workers.get(id)) throw notFound(`worker not found: ${id}`);
-        return this.deleteInTx(tx, id);
-      });
-      for (const [op, f] of result.audits) await this.audit.record(op, { ...f, delete_disk: deleteDisk, client });
-      if (reloadError) throw reloadFailed(reloadError);
+        const r = this.deleteInTx(tx, id);
+        for (const [op, f] of r.audits) tx.audit(op, { ...f, delete_disk: deleteDisk, client });
+        return r;
+      }, client);
       return { deleted: id, delete_disk: deleteDisk, dnsmasq_removed: result.unbound > 0 };
     });
   }
@@ -343,8 +325,7 @@ export class WorkersService {
 
   private deleteBatchCommitted(dto: DeleteWorkersBatchDto, ready: string[], out: DeleteWorkersBatchResultDto, client: string): Promise<DeleteWorkersBatchResultDto> {
     return this.store.exclusive(async () => {
-      const audits: AuditCall[] = [];
-      const { reloadError } = await this.bindings.commit((tx) => {
+      await this.bindings.commit((tx) => {
         for (const id of ready) {
           const w = tx.workers.get(id);
           if (!w) {
@@ -356,19 +337,11 @@ export class WorkersService {
             out.failed.push({ worker_id: id, error: `worker ${id} got a disk during deletion; retry` });
             continue;
           }
-          audits.push(...this.deleteInTx(tx, id).audits);
+          for (const [op, f] of this.deleteInTx(tx, id).audits) tx.audit(op, { ...f, delete_disk: dto.delete_disk ?? false, client });
           out.succeeded.push({ worker_id: id, hostname: w.hostname });
         }
-      });
-      for (const [op, f] of audits) await this.audit.record(op, { ...f, delete_disk: dto.delete_disk ?? false, client });
-      await this.audit.record('worker.delete.batch', {
-        succeeded: out.succeeded.length,
-        failed: out.failed.length,
-        status: reloadError ? 'failed' : 'ok',
-        ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
-        client,
-      });
-      if (reloadError) throw reloadFailed(reloadError);
+        tx.audit('worker.delete.batch', { succeeded: out.succeeded.length, failed: out.failed.length, client });
+      }, client);
       return out;
     });
   }
@@ -452,16 +425,8 @@ export class WorkersService {
     if (d.bound_worker_id) throw conflict(`device already bound to ${d.bound_worker_id}: ${mac}`);
   }
 
-  private async recordBind(mac: string, workerId: string, reloadError: string | undefined, client: string) {
-    await this.audit.record('device.bind', {
-      mac,
-      worker_id: workerId,
-      old_worker_id: null,
-      old_device_mac: null,
-      status: reloadError ? 'failed' : 'ok',
-      ...(reloadError ? { error: `dnsmasq reload failed: ${reloadError}` } : {}),
-      client,
-    });
+  private auditBind(tx: Tx, mac: string, workerId: string, client: string): void {
+    tx.audit('device.bind', { mac, worker_id: workerId, old_worker_id: null, old_device_mac: null, client });
   }
 
   private find(rawId: string): WorkerRecord {

@@ -241,6 +241,35 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     expect(acked.devices.size).toBeGreaterThan(200);
     expect(acked.pairs.size).toBeGreaterThan(20);
   });
+
+  it('a kill right after a commit is durable, before its audit entry is written: the entry is recovered at start', async () => {
+    if (cp) {
+      await cp.kill();
+      fs.rmSync(cp.dir, { recursive: true, force: true });
+    }
+    cp = new ControlPlane(tempDir('kurrent-crash-audit-'), await freePort());
+    await cp.start();
+    expect((await cp.req('POST', '/devices', { mac: '02:5b:00:00:00:01' })).status).toBe(201);
+    await cp.kill();
+    // The first change-log append of this process is the worker's commit: it dies right after it.
+    await cp.start('append:ledger.wal@1');
+    await expect(cp.req('POST', '/workers', { worker_id: 'cut', mac: '02:5b:00:00:00:01' })).rejects.toThrow();
+    await cp.exited;
+    expect(fs.readFileSync(path.join(cp.dir, 'state/operations.jsonl'), 'utf8')).not.toContain('"worker_id":"cut"');
+    await cp.start();
+    expect((await cp.req('GET', '/workers/cut')).status).toBe(200);
+    const ops = (await cp.req('GET', '/operations?worker_id=cut')).body.entries.map((e: any) => [e.op, e.status, e.mac]);
+    expect(ops).toEqual([
+      ['worker.create', 'ok', '02:5b:00:00:00:01'],
+      ['device.bind', 'ok', '02:5b:00:00:00:01'],
+    ]);
+    // Ids stay increasing after the recovered ones.
+    expect((await cp.req('POST', '/devices', { mac: '02:5b:00:00:00:02' })).status).toBe(201);
+    const all = (await cp.req('GET', '/operations')).body.entries.map((e: any) => e.id);
+    expect(all).toEqual([...all].sort((x: number, y: number) => x - y));
+    expect(new Set(all).size).toBe(all.length);
+    await verify(cp, { devices: new Set(['02:5b:00:00:00:01', '02:5b:00:00:00:02']), workers: new Set(['cut']), deleted: new Set(), pairs: new Map([['02:5b:00:00:00:01', 'cut']]) });
+  });
 });
 
 async function verify(cp: ControlPlane, acked: Acked): Promise<void> {
@@ -270,11 +299,18 @@ async function verify(cp: ControlPlane, acked: Acked): Promise<void> {
   const lines = fs.readFileSync(path.join(cp.dir, 'state/operations.jsonl'), 'utf8').split('\n');
   expect(lines.pop()).toBe('');
   let last = 0;
+  const created = new Set<string>();
+  const binds = new Set<string>();
   for (const l of lines) {
-    const id = JSON.parse(l).id;
-    expect(id).toBeGreaterThan(last);
-    last = id;
+    const e = JSON.parse(l);
+    expect(e.id).toBeGreaterThan(last);
+    last = e.id;
+    if (e.op === 'worker.create') created.add(e.worker_id);
+    if (e.op === 'device.bind') binds.add(`${e.mac}->${e.worker_id}`);
   }
+  // Every committed change is audited, acknowledged or not (a kill between them loses neither).
+  for (const id of byId.keys()) expect(created.has(id) ? id : `no worker.create for ${id}`).toBe(id);
+  for (const [w, mac] of bound) expect(binds.has(`${mac}->${w}`) ? 'ok' : `no device.bind for ${mac}->${w}`).toBe('ok');
   // Kills leave no temp file behind once the start has swept.
   expect(fs.readdirSync(path.join(cp.dir, 'state')).filter((f) => TEMP_FILE.test(f))).toEqual([]);
 }

@@ -82,7 +82,11 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
     expect(r.body.error_id).toBeUndefined();
     expect(t.read('dnsmasq/dhcp-hosts.conf')).toBe('02:00:00:00:00:01,w1\n');
     expect((await t.req('GET', '/devices/02:00:00:00:00:01')).body.state).toBe('bound');
-    expect((await t.req('GET', '/operations')).body.entries.pop()).toMatchObject({ op: 'device.bind', status: 'failed' });
+    // The bind is committed with its entry; the failed reload is a fact of its own, right after it.
+    const [bind, reload] = (await t.req('GET', '/operations')).body.entries.slice(-2);
+    expect(bind).toMatchObject({ op: 'device.bind', status: 'ok', mac: '02:00:00:00:00:01', worker_id: 'w1' });
+    expect(reload).toMatchObject({ op: 'dnsmasq.reload', status: 'failed', macs: ['02:00:00:00:00:01'], error: expect.stringMatching(/^dnsmasq reload failed: /) });
+    expect(reload.id).toBe(bind.id + 1);
     const m = await t.req('PUT', '/workers/w1/mac', { mac: '02:00:00:00:00:01' });
     expect(m.status).toBe(200); // unchanged binding: no reload attempted
   });

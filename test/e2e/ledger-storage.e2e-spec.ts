@@ -82,6 +82,32 @@ describeFiles('ledger storage failures', () => {
     expect(lines.map((l) => JSON.parse(l).op)).toEqual(expect.arrayContaining(['device.register', 'device.bind', 'settings.auto_register']));
   });
 
+  it('a full dnsmasq disk after a committed bind: the bind stands (never undone), is audited, and dhcp-hosts.conf is written once space is back', async () => {
+    const dir = tempDir();
+    mnt = path.join(dir, 'dnsmasq');
+    fs.mkdirSync(mnt);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mnt]);
+    t = await startApp({}, { dir });
+    await t.req('POST', '/workers', { worker_id: 'w1' });
+    await t.req('POST', '/devices', { mac: macOf(1) });
+    const filler = fill(mnt);
+    const r = await t.req('POST', `/devices/${macOf(1)}/bind?worker_id=w1`);
+    expect(r.status).toBe(507);
+    expect(r.body.message).toMatch(/^the change is committed; .*dhcp-hosts\.conf could not be written \(ENOSPC\), it is written again every 2 s until it can be$/);
+    expect((await t.req('GET', `/devices/${macOf(1)}`)).body).toMatchObject({ state: 'bound', bound_worker_id: 'w1' });
+    const ops = (await t.req('GET', `/operations?mac=${macOf(1)}`)).body.entries.map((e: any) => [e.op, e.status]);
+    expect(ops.slice(-2)).toEqual([['device.bind', 'ok'], ['dnsmasq.write', 'failed']]);
+    expect(fs.readdirSync(mnt).filter((f) => TEMP_FILE.test(f))).toEqual([]);
+    fs.rmSync(filler);
+    // No API call needed: the projection is retried until it is written.
+    const file = path.join(mnt, 'dhcp-hosts.conf');
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline && (fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '') !== `${macOf(1)},w1\n`) await sleep(100);
+    expect(fs.readFileSync(file, 'utf8')).toBe(`${macOf(1)},w1\n`);
+    // An idempotent retry of the same bind by a client that saw the 507 is a plain 200.
+    expect((await t.req('POST', `/devices/${macOf(1)}/bind?worker_id=w1`)).status).toBe(200);
+  });
+
   it('a read-only state directory answers 503 and recovers when it is writable again', async () => {
     const dir = tempDir();
     mnt = path.join(dir, 'state');
@@ -230,5 +256,17 @@ describe('unauthenticated growth bounds', () => {
     const limited = (await t.req('GET', '/operations')).body.entries.filter((e: any) => e.op === 'device.register.limited');
     expect(limited).toHaveLength(1);
     expect(limited[0]).toMatchObject({ reason: 'pool_limit', limit: 3 });
+  });
+
+  it('the pool limit is exact under 600 concurrent new devices (checked inside the group commit)', async () => {
+    t = await startApp({ IPXE_CP_POOL_LIMIT: '300', IPXE_CP_REGISTER_RATE: '100000' });
+    const fastify = t.app.getHttpAdapter().getInstance();
+    const answers = await Promise.all(Array.from({ length: 600 }, (_, i) => fastify.inject({ method: 'GET', url: `/devices/report?mac=${macOf(1000 + i)}` })));
+    expect(answers.every((r) => r.statusCode === 200)).toBe(true);
+    const pooled = (await t.req('GET', '/devices?state=pooled')).body;
+    expect(pooled).toHaveLength(300);
+    // One audit entry per registered device, none for the refused ones (they were never in).
+    const regs = (await t.req('GET', '/operations?op=device.register&limit=10000')).body.entries;
+    expect(new Set(regs.map((e: any) => e.mac))).toEqual(new Set(pooled.map((d: any) => d.mac)));
   });
 });

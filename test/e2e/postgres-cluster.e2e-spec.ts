@@ -252,22 +252,32 @@ describe('two control planes on one PostgreSQL', () => {
     expect(moves).toEqual(['cp-b']);
   });
 
-  it('an audit insert the database refuses is retried in order, the change it describes stays acknowledged', async () => {
+  it('an audit insert the database refuses: a ledger change is refused with it (nothing changes), other entries are retried in order', async () => {
     const url = pg.createDb('audit_retry');
     const t = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_NODE_ID: 'solo' });
     const c = new Client({ connectionString: url });
     await c.connect();
     try {
       await c.query('ALTER TABLE audit RENAME TO audit_away');
-      expect((await t.req('POST', '/devices', { mac: '02:00:00:00:0a:01' })).status).toBe(201);
-      expect((await t.req('POST', '/devices', { mac: '02:00:00:00:0a:02' })).status).toBe(201);
+      // The change and its entry are one transaction: neither, and a 503 naming why.
+      const refused = await t.req('POST', '/devices', { mac: '02:00:00:00:0a:01' });
+      expect(refused.status).toBe(503);
+      expect(refused.body.message).toMatch(/^the database refused the audit entry, nothing was changed: /);
+      expect((await c.query("SELECT mac FROM devices WHERE mac = '02:00:00:00:0a:01'")).rows).toEqual([]);
+      expect((await t.req('GET', '/devices/02:00:00:00:0a:01')).status).toBe(404);
+      // An entry that describes no ledger change (a setting) is kept in order and retried.
+      expect((await t.req('PUT', '/settings/auto-register', { enabled: true })).status).toBe(200);
+      expect((await t.req('PUT', '/settings/auto-register', { enabled: false })).status).toBe(200);
       await c.query('ALTER TABLE audit_away RENAME TO audit');
-      let ops: { op: string; mac?: string }[] = [];
-      for (let i = 0; i < 100 && ops.filter((e) => e.op === 'device.register').length < 2; i++) {
+      let ops: { op: string; enabled?: boolean }[] = [];
+      for (let i = 0; i < 100 && ops.filter((e) => e.op === 'settings.auto_register').length < 2; i++) {
         await sleep(50);
-        ops = (await c.query("SELECT entry FROM audit ORDER BY id")).rows.map((r) => r.entry);
+        ops = (await c.query('SELECT entry FROM audit ORDER BY id')).rows.map((r) => r.entry);
       }
-      expect(ops.filter((e) => e.op === 'device.register').map((e) => e.mac)).toEqual(['02:00:00:00:0a:01', '02:00:00:00:0a:02']);
+      expect(ops.filter((e) => e.op === 'settings.auto_register').map((e) => e.enabled)).toEqual([true, false]);
+      expect((await t.req('POST', '/devices', { mac: '02:00:00:00:0a:01' })).status).toBe(201);
+      const reg = (await c.query("SELECT entry FROM audit WHERE entry->>'op' = 'device.register'")).rows.map((r) => r.entry.mac);
+      expect(reg).toEqual(['02:00:00:00:0a:01']);
     } finally {
       await c.end();
       await t.close();

@@ -79,6 +79,11 @@ export class Database implements OnApplicationShutdown {
    * database that cannot be reached or drops the connection is a 503 naming it (the boot path
    * keeps answering from memory meanwhile); SQL errors reach the caller as they are.
    */
+  /** Takes a second advisory lock inside a transaction (always after its first: ledger, then audit). */
+  async xactLock(c: PoolClient, lock: number): Promise<void> {
+    await c.query('SELECT pg_advisory_xact_lock($1, $2)', [CLASS, lock]);
+  }
+
   async tx<R>(fn: (c: PoolClient) => Promise<R>, lock?: number): Promise<R> {
     let c: PoolClient;
     try {
