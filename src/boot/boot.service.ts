@@ -131,6 +131,12 @@ export class BootService {
     const vars = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
     // An NVMe default disk that cannot be connected now: the empty script, never another transport.
     if (!vars) return format === 'json' ? {} : EMPTY_SCRIPT;
+    // The TLS PSK goes only to the MAC bound to the worker (checked by resolve), never to a
+    // hostname alone: hostnames are guessable. Refused like a disk that cannot be connected.
+    if (vars.tls_psk && !mac) {
+      this.auditDenial(null, r.kind === 'worker' ? r.worker.worker_id : null, 'secret-bearing boot vars need the bound mac');
+      return format === 'json' ? {} : EMPTY_SCRIPT;
+    }
     const list: IpxeVar[] = [];
     if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
     if (vars.iscsi_server) list.push({ name: 'iscsi-server', grammar: 'address', value: vars.iscsi_server });

@@ -188,6 +188,12 @@ describe('NVMe/TCP credentials, boot variables and the reconciler (real nvmet ag
       `#!ipxe\n# boot vars for w1\nset disk-nqn ${subsystem}\nset storager-ip 192.168.80.3\nset nvme-port 4421\nset hostnqn ${HOSTNQN}\nset tls-psk ${psk}\nset menu-default ubuntu-${tag}\nset menu-timeout 5000\n`,
     );
     expect(text).not.toMatch(/base-iqn|iscsi/);
+    // The PSK only to the bound MAC: a hostname alone (guessable) or with another MAC gets nothing.
+    expect((await req('GET', '/boot-vars?hostname=w1')).text).toBe('#!ipxe\n# no per-worker boot vars found\n');
+    expect((await req('GET', '/boot-vars?hostname=w1&format=json')).body).toEqual({});
+    expect((await req('GET', '/boot-vars?hostname=w1&mac=02:00:00:00:10:99')).text).not.toContain(psk);
+    expect((await req('GET', `/boot-vars?hostname=w1&mac=${MAC}&format=json`)).body.tls_psk).toBe(psk);
+    expect((await req('GET', '/operations?op=boot.denied')).body.entries.pop()).toMatchObject({ worker_id: 'w1', reason: 'secret-bearing boot vars need the bound mac' });
     expect((await req('GET', `/boot-menu?mac=${MAC}`)).text).toBe(
       `#!ipxe\n# boot menu for w1\nset menu-count 1\nset menu-0-id ubuntu-${tag}\nset menu-0-label ubuntu 22.04 (nvme ${tag})\nset menu-0-root nvme://192.168.80.3:4421/${subsystem}\n`,
     );
