@@ -48,7 +48,8 @@ function int(env: Env, name: string, dflt: number, min: number, max: number): nu
 export function loadAgentConfig(env: Env, cwd = process.cwd()): AgentConfig {
   const c = new AgentConfig();
   c.token = env.IPXE_AGENT_TOKEN ?? '';
-  c.host = env.IPXE_AGENT_HOST || '0.0.0.0';
+  // Without a token every route is open: then only loopback, unless the operator names the host.
+  c.host = env.IPXE_AGENT_HOST || (c.token ? '0.0.0.0' : '127.0.0.1');
   c.port = int(env, 'IPXE_AGENT_PORT', 4840, 0, 65535);
   const backend = (env.IPXE_AGENT_BACKEND || 'stgt').trim();
   if (backend !== 'stgt' && backend !== 'lio' && backend !== 'nvmet') {

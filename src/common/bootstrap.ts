@@ -11,6 +11,7 @@ export async function runMain<C extends { port: number; host: string; tls?: unkn
   load: () => C,
   create: (config: C) => Promise<INestApplication>,
   tokenVar = 'IPXE_CP_TOKEN',
+  hostVar = 'IPXE_CP_HOST',
 ): Promise<void> {
   let config: C;
   try {
@@ -32,7 +33,8 @@ export async function runMain<C extends { port: number; host: string; tls?: unkn
       `${name} listening on ${base} (bound to ${config.host}:${config.port})\n` +
         `${'webDir' in config ? `  Web UI:     ${base}/ui/${config.webDir ? '' : ' (not built: npm run build:web)'}\n` : ''}` +
         `  Swagger UI: ${base}/docs\n  OpenAPI:    ${base}/openapi.json\n` +
-        `  auth:       ${config.token ? `bearer token required (${tokenVar} is set)` : `OFF: no ${tokenVar}, every route is open`}\n`,
+        `  auth:       ${config.token ? `bearer token required (${tokenVar} is set)` : `OFF: no ${tokenVar}, every route is open`}\n` +
+        (!config.token && config.host === '127.0.0.1' ? `  network:    loopback only (no token); set ${tokenVar}, or ${hostVar}=0.0.0.0 to serve other machines without one\n` : ''),
     );
   } catch (e) {
     if (e instanceof LedgerFileError) {

@@ -129,7 +129,8 @@ export function parseReload(raw: string | undefined, name = 'IPXE_CP_DNSMASQ_REL
 export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   const c = new AppConfig();
   c.token = env.IPXE_CP_TOKEN ?? '';
-  c.host = env.IPXE_CP_HOST || '0.0.0.0';
+  // Without a token every route is open: then only loopback, unless the operator names the host.
+  c.host = env.IPXE_CP_HOST || (c.token ? '0.0.0.0' : '127.0.0.1');
   c.port = int(env, 'IPXE_CP_PORT', 4839, 0, 65535);
   c.autoRegister = bool(env, 'IPXE_CP_AUTO_REGISTER', true);
   c.autoBootTimeoutMs = int(env, 'IPXE_CP_AUTO_BOOT_TIMEOUT', 1, 0, 86_400_000);

@@ -1,3 +1,4 @@
+import { loadAgentConfig } from '../../src/agent/agent-config';
 import { ConfigError, loadConfig } from '../../src/config/app-config';
 
 describe('loadConfig', () => {
@@ -15,6 +16,16 @@ describe('loadConfig', () => {
       dnsmasqReload: { kind: 'none' },
       dnsmasqWriteMode: 'atomic',
     });
+  });
+
+  it('listens on loopback only without a token, on every interface with one, where the operator says when set', () => {
+    expect(loadConfig({}).host).toBe('127.0.0.1');
+    expect(loadConfig({ IPXE_CP_TOKEN: 't' }).host).toBe('0.0.0.0');
+    expect(loadConfig({ IPXE_CP_HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
+    expect(loadConfig({ IPXE_CP_TOKEN: 't', IPXE_CP_HOST: '192.168.80.2' }).host).toBe('192.168.80.2');
+    expect(loadAgentConfig({}).host).toBe('127.0.0.1');
+    expect(loadAgentConfig({ IPXE_AGENT_TOKEN: 't' }).host).toBe('0.0.0.0');
+    expect(loadAgentConfig({ IPXE_AGENT_HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
   });
 
   it('parses every variable', () => {
