@@ -1,6 +1,4 @@
 import { generateKeyPairSync, KeyObject, sign } from 'node:crypto';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { ChallengeService } from '../../src/boot/challenge.service';
 import { Clock } from '../../src/common/clock';
 import { macOf, startApp, TestApp } from '../helpers/app';
@@ -189,25 +187,16 @@ describe('device identity: registration window, keys, challenge-response, enforc
     expect(await denials()).toEqual(['no key']);
   });
 
-  it('a flood of 100,000 challenges stays within its memory bound', async () => {
+  it('a flood of 100,000 challenges keeps one live nonce per known device and nothing for unknown MACs', async () => {
     await start();
     for (let i = 0; i < 200; i++) await t.req('POST', '/devices', { mac: macOf(5000 + i) });
     const challenges = t.app.get(ChallengeService);
     const fastify = t.app.getHttpAdapter().getInstance();
-    setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as () => void;
-    gc();
-    const heap0 = process.memoryUsage().heapUsed;
-    for (let i = 0; i < 100_000; i++) {
-      // Half unknown MACs (nothing stored), half the 200 known ones (one live nonce each).
-      const mac = i % 2 ? macOf(200_000 + i) : macOf(5000 + (i % 400) / 2);
-      await fastify.inject({ method: 'GET', url: `/devices/challenge?mac=${mac}&format=json` });
-    }
-    expect(challenges.size).toBeLessThanOrEqual(200);
-    // Let injected requests finish their ticks before measuring what is really retained.
-    await new Promise((r) => setTimeout(r, 200));
-    gc();
-    // Stated bound: the challenge store holds at most 100,000 entries (~20 MB); here 200 live ones.
-    expect(process.memoryUsage().heapUsed - heap0).toBeLessThan(16 * 2 ** 20);
+    // Unknown MACs first: answered, nothing stored (what an attacker can make it hold is bounded
+    // by the ledger, not by the requests). Heap figures belong to the benches, not to a test.
+    for (let i = 0; i < 50_000; i++) await fastify.inject({ method: 'GET', url: `/devices/challenge?mac=${macOf(200_000 + i)}&format=json` });
+    expect(challenges.size).toBe(0);
+    for (let i = 0; i < 50_000; i++) await fastify.inject({ method: 'GET', url: `/devices/challenge?mac=${macOf(5000 + (i % 200))}&format=json` });
+    expect(challenges.size).toBe(200);
   });
 });
