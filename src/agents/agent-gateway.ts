@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { ApiError } from '../common/api-error';
+import { tokenVariableAllowed } from '../common/validators';
 import { AppConfig } from '../config/app-config';
 import type { AgentRecord } from './agent-registry';
 
@@ -40,9 +41,9 @@ export class AgentGateway {
 
   constructor(private readonly config: AppConfig) {}
 
-  /** `${VAR}` -> the environment's value ('' when unset). */
+  /** `${VAR}` -> the environment's value ('' when unset, or when VAR is not a token variable). */
   expandToken(token: string | undefined): string {
-    return (token ?? '').replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, v: string) => this.config.env[v] ?? '');
+    return (token ?? '').replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, v: string) => (tokenVariableAllowed(v) ? (this.config.env[v] ?? '') : ''));
   }
 
   async call<T>(agent: Pick<AgentRecord, 'id' | 'base_url' | 'token'>, method: string, path: string, opts: AgentCallOptions = {}): Promise<T> {

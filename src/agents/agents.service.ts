@@ -84,8 +84,7 @@ export class AgentsService implements OnApplicationBootstrap {
   async capabilities(a: Pick<AgentRecord, 'id' | 'base_url' | 'token'>, timeoutMs = this.config.agentProbeTimeoutMs): Promise<Capabilities> {
     let caps: Capabilities;
     try {
-      await this.gateway.call(a, 'GET', '/healthz', { timeoutMs });
-      caps = await this.gateway.call<Capabilities>(a, 'GET', '/capabilities', { timeoutMs });
+      caps = await this.fetchCapabilities(a, timeoutMs);
     } catch (e) {
       this.lastProbe.set(a.id, { up: false, at: Date.now() });
       throw e;
@@ -95,6 +94,11 @@ export class AgentsService implements OnApplicationBootstrap {
     if (!before || JSON.stringify(before) !== JSON.stringify(caps)) this.capsRevision++;
     this.caps.set(a.id, caps);
     return caps;
+  }
+
+  private async fetchCapabilities(a: Pick<AgentRecord, 'id' | 'base_url' | 'token'>, timeoutMs: number): Promise<Capabilities> {
+    await this.gateway.call(a, 'GET', '/healthz', { timeoutMs });
+    return this.gateway.call<Capabilities>(a, 'GET', '/capabilities', { timeoutMs });
   }
 
   create(dto: CreateAgentDto, client: string): Promise<AgentDto> {
@@ -123,10 +127,19 @@ export class AgentsService implements OnApplicationBootstrap {
   async probe(dto: ProbeAgentDto): Promise<ProbeResultDto> {
     const base = normalizeBaseUrl(dto.base_url);
     if (!base) throw badRequest('base_url: must start with http:// or https://');
-    const token = dto.token || (dto.agent_id ? (this.registry.get(dto.agent_id.toLowerCase())?.token ?? '') : '');
+    let token = dto.token ?? '';
+    if (!token && dto.agent_id) {
+      // A stored token only ever goes to the URL it was stored for.
+      const stored = this.find(dto.agent_id);
+      if (stored.base_url !== base) {
+        throw badRequest(`base_url: ${base} is not the registered address of ${stored.id} (${stored.base_url}); its stored token is sent only there, give token to probe another address`);
+      }
+      token = stored.token;
+    }
     let caps: Capabilities;
     try {
-      caps = await this.capabilities({ id: dto.agent_id ?? 'probe', base_url: base, token });
+      // Read-only: nothing is cached (the cache is what /boot-vars reads).
+      caps = await this.fetchCapabilities({ id: dto.agent_id ?? 'probe', base_url: base, token }, this.config.agentProbeTimeoutMs);
     } catch (e) {
       throw new ApiError(502, `agent probe failed: ${(e as Error).message}`);
     }

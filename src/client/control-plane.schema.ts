@@ -1043,7 +1043,7 @@ export interface components {
             role?: components["schemas"]["AgentRoleDto"];
             /** @description Free tags; `lio` / `stgt` also decide the iSCSI separator of /boot-vars. */
             tags?: string[];
-            /** @description Bearer token of the agent; `${ENV}` placeholders allowed. On PUT, "" keeps the current one. Never returned. */
+            /** @description Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */
             token?: string;
         };
         CreateCdDto: {
@@ -1389,11 +1389,11 @@ export interface components {
             ignored_missing?: boolean;
         };
         ProbeAgentDto: {
-            /** @description Edit flow: with no token, use the registered agent's token. */
+            /** @description Edit flow: with no token, use the registered agent's token, which is sent only to its registered base_url (another base_url: 400). A probe caches nothing. */
             agent_id?: string;
             /** @description Agent API address, http:// or https:// (a trailing / is dropped). */
             base_url: string;
-            /** @description Bearer token of the agent; `${ENV}` placeholders allowed. On PUT, "" keeps the current one. Never returned. */
+            /** @description Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */
             token?: string;
         };
         ProbeResultDto: {
@@ -1503,7 +1503,7 @@ export interface components {
             role?: components["schemas"]["AgentRoleDto"];
             /** @description Free tags; `lio` / `stgt` also decide the iSCSI separator of /boot-vars. */
             tags?: string[];
-            /** @description Bearer token of the agent; `${ENV}` placeholders allowed. On PUT, "" keeps the current one. Never returned. */
+            /** @description Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */
             token?: string;
         };
         WorkerDto: {

@@ -73,12 +73,31 @@ export function IsAddress() {
 }
 
 /** A bearer token: visible ASCII (it travels in an HTTP header), or a `${ENV}` placeholder. */
+const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/**
+ * Which environment variables an agent token may name: `*_TOKEN` (the reference's own example is
+ * `${STORAGE_STGT_02_TOKEN}`), never the control plane's configuration (`IPXE_CP_*`: its API token,
+ * the database URL). Anything else would let an API caller send the environment to an agent URL.
+ */
+export function tokenVariableAllowed(name: string): boolean {
+  return name.endsWith('_TOKEN') && !name.startsWith('IPXE_CP_');
+}
+
+function placeholdersAllowed(v: string): boolean {
+  for (const m of v.matchAll(PLACEHOLDER)) if (!tokenVariableAllowed(m[1])) return false;
+  return true;
+}
+
 export function IsToken() {
   return ValidateBy({
     name: 'isToken',
     validator: {
-      validate: (v) => v === undefined || v === '' || (typeof v === 'string' && TOKEN.test(v)),
-      defaultMessage: (a) => `${a?.property} must be visible ASCII characters without spaces (or a \${ENV} placeholder)`,
+      validate: (v) => v === undefined || v === '' || (typeof v === 'string' && TOKEN.test(v) && placeholdersAllowed(v)),
+      defaultMessage: (a) =>
+        typeof a?.value === 'string' && TOKEN.test(a.value)
+          ? `${a.property}: a \${VAR} placeholder must name a variable ending in _TOKEN and not starting with IPXE_CP_ (got ${JSON.stringify(a.value.match(PLACEHOLDER)?.find((p) => !placeholdersAllowed(p)) ?? '')})`
+          : `${a?.property} must be visible ASCII characters without spaces (or a \${ENV} placeholder)`,
     },
   });
 }

@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
 import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
+import { AgentsService } from '../../src/agents/agents.service';
 import { FileSystem } from '../../src/store/file-system';
 import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
 import { itFiles, startApp, tempDir, TestApp } from '../helpers/app';
@@ -118,6 +120,41 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect((await t.req('POST', '/agents/probe', { base_url: `http://127.0.0.1:${PORT_A}`, token: 'wrong' })).status).toBe(502);
     expect((await t.req('POST', '/agents/probe', { base_url: `http://127.0.0.1:${PORT_FAKE + 1}` })).status).toBe(502);
     expect((await t.req('POST', '/agents/probe', { base_url: 'nope' })).status).toBe(400);
+
+    // A stored token goes only to its own address, and a probe caches nothing (/boot-vars reads the cache).
+    const seen: string[] = [];
+    const other = http.createServer((req, res) => {
+      seen.push(`${req.url} ${req.headers.authorization ?? '-'}`);
+      res.setHeader('content-type', 'application/json');
+      res.end(req.url === '/capabilities' ? JSON.stringify({ backend: 'stgt', base_iqn: 'iqn.2026-01.evil:x', cd: true, fs_type: 'btrfs', clone: 'reflink', empty_disk: 'truncate (sparse)', persistent: 'yes' }) : '{"status":"ok"}');
+    });
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', () => r()));
+    const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      const agents = t.app.get(AgentsService);
+      await t.req('GET', '/agents?live=true');
+      const cachedA = agents.cachedCapabilities('a');
+      expect(cachedA?.base_iqn).toBe(IQN);
+      const stolen = await t.req('POST', '/agents/probe', { base_url: otherUrl, agent_id: 'a' });
+      expect(stolen.status).toBe(400);
+      expect(stolen.body.message).toMatch(/^base_url: http:\/\/127\.0\.0\.1:\d+ is not the registered address of a \(/);
+      expect(seen).toEqual([]);
+      const given = await t.req('POST', '/agents/probe', { base_url: otherUrl, agent_id: 'a', token: 'given' });
+      expect([given.status, given.body.base_iqn]).toEqual([200, 'iqn.2026-01.evil:x']);
+      expect(seen).toEqual(['/healthz Bearer given', '/capabilities Bearer given']);
+      expect(agents.cachedCapabilities('a')).toEqual(cachedA);
+      expect(agents.cachedCapabilities('probe')).toBeUndefined();
+    } finally {
+      other.closeAllConnections();
+      await new Promise((r) => other.close(r));
+    }
+    // Token placeholders name token variables only, never the control plane's own configuration.
+    for (const token of ['${IPXE_CP_DATABASE_URL}', '${IPXE_CP_TOKEN}', '${HOME}', 'x${PATH}']) {
+      const r = await t.req('POST', '/agents', { id: 'leak', base_url: otherUrl, token });
+      expect([token, r.status]).toEqual([token, 400]);
+      expect(r.body.message).toMatch(/token: a \$\{VAR\} placeholder must name a variable ending in _TOKEN and not starting with IPXE_CP_/);
+    }
+    expect((await t.req('GET', '/agents?live=false')).body.map((a: { id: string }) => a.id)).toEqual(['a', 'b']);
   });
 
   it('lists live health in parallel: a hanging agent costs one probe timeout, not the list', async () => {

@@ -21,7 +21,7 @@ export class UpdateAgentDto {
   @MaxLength(512)
   base_url!: string;
 
-  /** Bearer token of the agent; `${ENV}` placeholders allowed. On PUT, "" keeps the current one. Never returned. */
+  /** Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */
   @IsOptional()
   @IsString()
   @MaxLength(512)
@@ -63,7 +63,7 @@ export class CreateAgentDto extends UpdateAgentDto {
 
 /** base_url and token as for registration (token needed when the agent has IPXE_AGENT_TOKEN). */
 export class ProbeAgentDto extends PickType(UpdateAgentDto, ['base_url', 'token'] as const) {
-  /** Edit flow: with no token, use the registered agent's token. */
+  /** Edit flow: with no token, use the registered agent's token, which is sent only to its registered base_url (another base_url: 400). A probe caches nothing. */
   @IsOptional()
   @IsString()
   @MaxLength(64)
