@@ -71,8 +71,8 @@ export class AgentsController {
     return this.agents.createCd(id, body, client);
   }
 
-  /** Deletes a target on that agent (ignore_missing turns its 404 into success). */
-  @ApiErrors(400, 404, 503, 'writes')
+  /** Deletes a target on that agent (ignore_missing turns its 404 into success); the agent never deletes a master or a file another target uses (409). */
+  @ApiErrors(400, 404, 409, 503, 'writes')
   @Delete('agents/:agent_id/luns')
   deleteLun(@Param('agent_id') id: string, @Query() q: PassthroughDeleteQueryDto, @ClientIp() client: string): Promise<PassthroughDeletedDto> {
     return this.agents.deleteLun(id, q.iqn, q.delete_file ?? false, q.ignore_missing ?? false, client);

@@ -49,7 +49,7 @@ export interface paths {
         get: operations["listLuns"];
         put?: never;
         post?: never;
-        /** Deletes a target, and its backing file with delete_file=true. */
+        /** Deletes a target, and its backing file with delete_file=true (never a master, never a file another target uses). */
         delete: operations["deleteLun"];
         options?: never;
         head?: never;
@@ -488,6 +488,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorDto"];
                 };
             };
+            /** @description delete_file: the file is a master or used by another target; nothing was deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
             /** @description Internal error: the message carries an error_id, under which the log has the details. */
             500: {
                 headers: {
@@ -520,7 +529,7 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedLunDto"];
                 };
             };
-            /** @description Invalid input; the message names the field. Nothing was changed. */
+            /** @description not an .iso file, or a master (_tpl_) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -547,7 +556,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorDto"];
                 };
             };
-            /** @description iqn exists */
+            /** @description iqn exists, or the file is the disk of a target */
             409: {
                 headers: {
                     [name: string]: unknown;

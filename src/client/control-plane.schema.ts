@@ -67,7 +67,7 @@ export interface paths {
         get: operations["listAgentLuns"];
         put?: never;
         post?: never;
-        /** Deletes a target on that agent (ignore_missing turns its 404 into success). */
+        /** Deletes a target on that agent (ignore_missing turns its 404 into success); the agent never deletes a master or a file another target uses (409). */
         delete: operations["deleteAgentLun"];
         options?: never;
         head?: never;
@@ -1932,6 +1932,15 @@ export interface operations {
             };
             /** @description Not found. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Conflicts with the current ledger state. Nothing was changed. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

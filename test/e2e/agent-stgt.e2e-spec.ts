@@ -101,6 +101,36 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
     expect([nf.status, nf.body.message]).toEqual([404, `iqn not found: ${BASE}:w2.ubuntu`]);
   });
 
+  it('a CD is only an ISO that is no disk and no master; a LUN call never deletes a file another target or a master uses', async () => {
+    await a.req('POST', '/luns/disk', { iqn: `${BASE}:w1.ubuntu`, master: '_tpl_ubuntu_2204.img' });
+    const disk = path.join(a.diskDir, 'w1.ubuntu.img');
+    const master = path.join(a.diskDir, '_tpl_ubuntu_2204.img');
+    const refused: [unknown, number, RegExp][] = [
+      [{ iso: 'w1.ubuntu.img', iqn: `${BASE}:steal.iso` }, 400, /^iso: must be an \.iso file/],
+      [{ iso: '_tpl_ubuntu_2204.img', iqn: `${BASE}:steal2.iso` }, 400, /^iso: must be an \.iso file/],
+    ];
+    fs.copyFileSync(path.join(a.diskDir, 'Win11_24H2.iso'), path.join(a.diskDir, '_tpl_win.iso'));
+    refused.push([{ iso: '_tpl_win.iso', iqn: `${BASE}:steal3.iso` }, 400, /is a master image/]);
+    // A disk whose file happens to be called .iso is still a disk.
+    expect((await a.req('POST', '/luns/disk', { iqn: `${BASE}:w2.windows`, filename: 'w2-disk.iso', size: '1G' })).status).toBe(201);
+    refused.push([{ iso: 'w2-disk.iso', iqn: `${BASE}:steal4.iso` }, 409, new RegExp(`^iso: w2-disk\\.iso is the disk of target ${BASE.replace(/\./g, '\\.')}:w2\\.windows`)]);
+    for (const [body, status, msg] of refused) {
+      const r = await a.req('POST', '/luns/cd', body);
+      expect([JSON.stringify(body), r.status]).toEqual([JSON.stringify(body), status]);
+      expect(r.body.message).toMatch(msg);
+    }
+    expect(tgtd.show()).not.toContain('steal');
+    // Two CDs of one ISO: deleting one with its file is refused before anything changes.
+    expect((await a.req('POST', '/luns/cd', { iso: 'Win11_24H2.iso', iqn: `${BASE}:w1.windows.iso` })).status).toBe(201);
+    expect((await a.req('POST', '/luns/cd', { iso: 'Win11_24H2.iso', iqn: `${BASE}:w3.windows.iso` })).status).toBe(201);
+    const shared = await a.req('DELETE', `/luns?iqn=${BASE}:w1.windows.iso&delete_file=true`);
+    expect([shared.status, shared.body.message]).toEqual([409, `delete_file: Win11_24H2.iso is also used by target ${BASE}:w3.windows.iso; nothing was deleted`]);
+    expect(tgtd.show()).toContain(`${BASE}:w1.windows.iso`);
+    expect(fs.existsSync(path.join(a.diskDir, 'Win11_24H2.iso'))).toBe(true);
+    expect(fs.existsSync(disk) && fs.existsSync(master)).toBe(true);
+    expect((await a.req('DELETE', `/luns?iqn=${BASE}:w1.windows.iso`)).status).toBe(200);
+  });
+
   it('rejects traversal, bad sizes and bad IQNs with nothing written', async () => {
     fs.symlinkSync('/etc/hostname', path.join(a.diskDir, '_tpl_escape.img'));
     const before = fs.readdirSync(a.diskDir).sort();

@@ -35,14 +35,14 @@ export class LunsController {
   }
 
   /** Read-only CD target of an ISO in DISK_DIR (backends with CD support only). */
-  @ApiErrors(400, [404, 'iso not found'], [409, 'iqn exists'])
+  @ApiErrors([400, 'not an .iso file, or a master (_tpl_)'], [404, 'iso not found'], [409, 'iqn exists, or the file is the disk of a target'])
   @Post('luns/cd')
   createCd(@Body() body: CreateCdDto): Promise<CreatedLunDto> {
     return this.luns.createCd(body);
   }
 
-  /** Deletes a target, and its backing file with delete_file=true. */
-  @ApiErrors(400, [404, 'iqn not found'])
+  /** Deletes a target, and its backing file with delete_file=true (never a master, never a file another target uses). */
+  @ApiErrors(400, [404, 'iqn not found'], [409, 'delete_file: the file is a master or used by another target; nothing was deleted'])
   @Delete('luns')
   remove(@Query() q: DeleteLunQueryDto): Promise<DeletedLunDto> {
     return this.luns.remove(q.iqn, q.delete_file ?? false);

@@ -104,10 +104,15 @@ export class LunsService implements OnModuleInit {
   async createCd(dto: CreateCdDto): Promise<CreatedLunDto> {
     if (!this.backend.supportsCd) throw badRequest(`the ${this.backend.name} backend has no CD (ISO) support`);
     const iso = checkFileName('iso', dto.iso);
+    // A CD is readable by any initiator: never a master or a worker's disk exported that way.
+    if (!iso.toLowerCase().endsWith('.iso')) throw badRequest(`iso: must be an .iso file: ${JSON.stringify(iso)}`);
+    if (iso.includes('_tpl_')) throw badRequest(`iso: ${iso} is a master image (_tpl_), not an ISO`);
     const iqn = dto.iqn ?? `${this.base}:${isoSuffix(iso)}`;
     checkTargetName('iqn', iqn, this.base);
     if (!(await this.images.statInside(iso))) throw notFound(`iso not found: ${iso}`);
     return this.claim([iqn], async () => {
+      const disk = this.manifest.all().find(([, e]) => !e.cd && e.file === iso);
+      if (disk) throw conflict(`iso: ${iso} is the disk of target ${disk[0]}, it cannot be a CD`);
       const backing = this.images.pathOf(iso);
       try {
         await this.backend.createCd(iqn, backing);
@@ -122,9 +127,22 @@ export class LunsService implements OnModuleInit {
   async remove(iqn: string, deleteFile: boolean): Promise<DeletedLunDto> {
     checkTargetName('iqn', iqn, this.base);
     return this.claim([iqn], async () => {
+      // A file another target uses (a CD's ISO shared with a disk, several CDs) or a master is
+      // never deleted through a LUN call: refused before anything changes.
+      const known = this.manifest.get(iqn)?.file;
+      if (deleteFile && known) this.checkDeletable(iqn, known);
       const t = await this.backend.remove(iqn);
       if (!t) throw notFound(`iqn not found: ${iqn}`);
-      const file = this.manifest.get(iqn)?.file ?? (t.backing && t.backing.startsWith(`${this.images.dir}/`) ? t.backing.slice(this.images.dir.length + 1) : null);
+      const file = known ?? (t.backing && t.backing.startsWith(`${this.images.dir}/`) ? t.backing.slice(this.images.dir.length + 1) : null);
+      if (deleteFile && file && !known) {
+        try {
+          this.checkDeletable(iqn, file);
+        } catch (e) {
+          // Only known after the removal (a target the manifest never had): the file stays.
+          await this.manifest.set(iqn, undefined);
+          throw conflict(`target ${iqn} removed, its file kept: ${(e as Error).message}`);
+        }
+      }
       await this.manifest.set(iqn, undefined);
       if (deleteFile && file) await this.images.remove(file);
       return { deleted: iqn, delete_file: deleteFile };
@@ -218,6 +236,12 @@ export class LunsService implements OnModuleInit {
     } finally {
       keys.forEach((k) => this.busy.delete(k));
     }
+  }
+
+  private checkDeletable(iqn: string, file: string): void {
+    if (file.includes('_tpl_')) throw conflict(`delete_file: ${file} is a master image; it is never deleted through a LUN call`);
+    const other = this.manifest.all().find(([name, e]) => name !== iqn && e.file === file);
+    if (other) throw conflict(`delete_file: ${file} is also used by target ${other[0]}; nothing was deleted`);
   }
 
   private mapBackendError(e: unknown): Error {
