@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { badRequest } from '../common/api-error';
 import { Clock } from '../common/clock';
-import { OncePer } from '../common/once-per';
+import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
 import { normalizeId, normalizeMac } from '../common/mac';
 import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
@@ -54,6 +54,7 @@ export class BootService {
   private readonly keys = new Map<string, { hex: string; key: KeyObject }>();
   /** One audit record of a denial per (mac, reason) per 10 s, not one per request. */
   private readonly denied = new OncePer(10_000);
+  private readonly deniedBudget = new EventBudget(UNAUTHENTICATED_AUDITS_PER_MINUTE);
 
   /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
   private readonly refused = new OncePer(Infinity);
@@ -246,8 +247,11 @@ export class BootService {
   }
 
   private auditDenial(mac: string | null, workerId: string | null, reason: string): void {
-    if (!this.denied.allow(`${mac}\0${reason}`, this.clock.now().getTime())) return;
-    this.audit.record('boot.denied', { status: 'failed', mac, worker_id: workerId, reason, client: 'boot-vars' }).catch(() => undefined);
+    const now = this.clock.now().getTime();
+    if (!this.denied.allow(`${mac}\0${reason}`, now)) return;
+    const pass = this.deniedBudget.take(now);
+    if (!pass) return;
+    this.audit.record('boot.denied', { status: 'failed', mac, worker_id: workerId, reason, ...(pass.dropped ? { dropped: pass.dropped } : {}), client: 'boot-vars' }).catch(() => undefined);
   }
 
   private auditRefusal(e: ScriptRefused, mac: string | null, workerId: string | null): void {

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { badRequest, conflict, notFound } from '../common/api-error';
 import { Clock } from '../common/clock';
-import { OncePer } from '../common/once-per';
+import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
 import { parsePubkey, ParsedKey } from '../common/device-key';
 import { cleanReportString, isDeviceMac } from '../common/grammars';
 import { normalizeId, normalizeMac } from '../common/mac';
@@ -71,6 +71,7 @@ export class DevicesService {
   private readonly log = new Logger('Devices');
   /** One audit record per (key event, MAC) per minute: see auditKey. */
   private readonly keyAudits = new OncePer(60_000);
+  private readonly keyBudgets = new Map<string, EventBudget>();
 
   constructor(
     private readonly store: LedgerStore,
@@ -182,8 +183,13 @@ export class DevicesService {
 
   /** Key events from the unauthenticated report: one audit record per (event, MAC) per minute. */
   private auditKey(op: string, mac: string, client: string, fields: Record<string, unknown>): void {
-    if (!this.keyAudits.allow(`${op}\0${mac}`, this.clock.now().getTime())) return;
-    this.audit.record(op, { status: 'failed', mac, ...fields, client }).catch(() => undefined);
+    const now = this.clock.now().getTime();
+    if (!this.keyAudits.allow(`${op}\0${mac}`, now)) return;
+    // And at most UNAUTHENTICATED_AUDITS_PER_MINUTE of these across all MACs (a flood of new ones).
+    const budget = this.keyBudgets.get(op) ?? this.keyBudgets.set(op, new EventBudget(UNAUTHENTICATED_AUDITS_PER_MINUTE)).get(op)!;
+    const pass = budget.take(now);
+    if (!pass) return;
+    this.audit.record(op, { status: 'failed', mac, ...fields, ...(pass.dropped ? { dropped: pass.dropped } : {}), client }).catch(() => undefined);
   }
 
   /** DELETE /devices/{mac}/key: the device may claim a key again inside a window. */
