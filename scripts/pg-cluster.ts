@@ -18,6 +18,9 @@ export interface PgCluster {
   /** Stops the server, keeping its data (an outage); `resume` starts it again on the same port. */
   pause: () => void;
   resume: () => void;
+  /** SIGSTOPs the server and its backends (a black hole: connections stay open, nothing answers); thaw sends SIGCONT. */
+  freeze: () => void;
+  thaw: () => void;
   stop: () => void;
 }
 
@@ -48,6 +51,12 @@ export async function startPostgres(): Promise<PgCluster> {
   start();
   const psql = path.join(bin, 'psql');
   let stopped = false;
+  // The postmaster (first line of postmaster.pid) and every backend it forked.
+  const signalAll = (sig: 'STOP' | 'CONT') => {
+    const pid = fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0].trim();
+    const children = spawnSync('pgrep', ['-P', pid], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+    for (const p of sig === 'STOP' ? [pid, ...children] : [...children, pid]) spawnSync('kill', [`-${sig}`, p]);
+  };
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
@@ -62,6 +71,8 @@ export async function startPostgres(): Promise<PgCluster> {
     resume: () => {
       start();
     },
+    freeze: () => signalAll('STOP'),
+    thaw: () => signalAll('CONT'),
     stop: () => {
       if (stopped) return;
       stopped = true;

@@ -34,6 +34,11 @@ export class AppConfig {
   store!: 'file' | 'postgres';
   /** IPXE_CP_DATABASE_URL (postgres://...), required with IPXE_CP_STORE=postgres; never logged. */
   databaseUrl!: string;
+  /**
+   * Bound of every wait on PostgreSQL (connect, a query's answer, a lock, a statement): past it a
+   * write answers 503 instead of hanging with the write lock held (IPXE_CP_DATABASE_TIMEOUT_MS).
+   */
+  databaseTimeoutMs!: number;
   /** IPXE_CP_RECONCILER=false: this process never reconciles (no lease, no passes; maintenance runs). */
   reconciler!: boolean;
   /** How often a control plane without the reconciler lease tries to take it (PostgreSQL store). */
@@ -147,6 +152,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   if (store === 'postgres' && !/^postgres(ql)?:\/\//.test(c.databaseUrl)) {
     throw new ConfigError('IPXE_CP_DATABASE_URL must be a postgres:// URL when IPXE_CP_STORE=postgres');
   }
+  c.databaseTimeoutMs = int(env, 'IPXE_CP_DATABASE_TIMEOUT_MS', 5000, 100, 600_000);
   c.reconciler = bool(env, 'IPXE_CP_RECONCILER', true);
   c.leaseSeconds = int(env, 'IPXE_CP_LEASE_SECONDS', 2, 1, 300);
   c.nodeId = (env.IPXE_CP_NODE_ID || `${os.hostname()}:${process.pid}`).trim();

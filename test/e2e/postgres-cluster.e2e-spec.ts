@@ -111,6 +111,7 @@ describe('two control planes on one PostgreSQL', () => {
     await a?.stop();
     await b?.stop();
     await db?.end().catch(() => undefined);
+    pg?.thaw(); // a black-hole test that failed half-way must not leave the server stopped
     pg?.stop();
   });
 
@@ -280,6 +281,35 @@ describe('two control planes on one PostgreSQL', () => {
       expect(reg).toEqual(['02:00:00:00:0a:01']);
     } finally {
       await c.end();
+      await t.close();
+    }
+  });
+
+  it('a black-holed database (server and backends SIGSTOPped): writes answer 503 within the bound, boots go on, all recovers after', async () => {
+    const url = pg.createDb('blackhole');
+    const t = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_NODE_ID: 'solo3', IPXE_CP_DATABASE_TIMEOUT_MS: '1000' });
+    try {
+      await t.req('POST', '/devices', { mac: '02:00:00:00:0c:01' });
+      await t.req('POST', '/workers', { worker_id: 'bw1', mac: '02:00:00:00:0c:01' });
+      const answer = (await t.req('GET', '/boot-vars?mac=02:00:00:00:0c:01')).text;
+      expect(answer).toContain('boot vars for bw1');
+      pg.freeze();
+      try {
+        // Both writes are answered (not hung): the second queued behind the first's write lock.
+        const [w1, w2] = await Promise.all([t.req('POST', '/devices', { mac: '02:00:00:00:0c:02' }), t.req('POST', '/devices', { mac: '02:00:00:00:0c:03' })]);
+        expect([w1.status, w2.status]).toEqual([503, 503]);
+        expect(w1.body.message).toMatch(/^the database is unavailable: /);
+        expect((await t.req('GET', '/boot-vars?mac=02:00:00:00:0c:01')).text).toBe(answer);
+      } finally {
+        pg.thaw();
+      }
+      let status = 0;
+      for (let i = 0; i < 100 && status !== 201; i++) {
+        status = (await t.req('POST', '/devices', { mac: '02:00:00:00:0c:02' })).status;
+        if (status !== 201) await sleep(100);
+      }
+      expect(status).toBe(201);
+    } finally {
       await t.close();
     }
   });

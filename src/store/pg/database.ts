@@ -5,6 +5,12 @@ import { AppConfig } from '../../config/app-config';
 import { MIGRATIONS } from './migrations';
 
 /** No SQLSTATE, or class 08 (connection), 57P (shutdown), 53 (resources): the database is not there. */
+/** lock_timeout, statement_timeout: the connection is fine, the wait was too long. */
+function isServerTimeout(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === '55P03' || code === '57014';
+}
+
 function isConnectionError(e: unknown): boolean {
   if (!e || typeof e !== 'object') return false;
   const code = (e as { code?: unknown }).code;
@@ -47,8 +53,28 @@ export class Database implements OnApplicationShutdown {
     return this.ready;
   }
 
+  /**
+   * Every wait is bounded: connecting, each query's answer (client side: a stopped or partitioned
+   * server), locks and statements (server side), an idle transaction; TCP keepalives notice a
+   * dead peer on idle connections.
+   */
+  private clientOptions(role: string) {
+    const t = this.config.databaseTimeoutMs;
+    return {
+      connectionString: this.config.databaseUrl,
+      application_name: `kurrent:${this.config.nodeId}${role}`,
+      connectionTimeoutMillis: t,
+      query_timeout: t,
+      statement_timeout: t,
+      lock_timeout: t,
+      idle_in_transaction_session_timeout: 2 * t,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    };
+  }
+
   private async connect(): Promise<void> {
-    this.pool = new Pool({ connectionString: this.config.databaseUrl, max: 10, application_name: `kurrent:${this.config.nodeId}` });
+    this.pool = new Pool({ ...this.clientOptions(''), max: 10 });
     // A broken idle connection is replaced by the pool; it must not crash the process.
     this.pool.on('error', (err) => this.log.warn(`idle database connection failed: ${err.message}`));
     await this.tx(async (c) => {
@@ -106,8 +132,8 @@ export class Database implements OnApplicationShutdown {
       return r;
     } catch (e) {
       if (isConnectionError(e)) lost = true;
-      else await c.query('ROLLBACK').catch(() => undefined);
-      throw isConnectionError(e) ? unavailable(e) : e;
+      else await c.query('ROLLBACK').catch(() => (lost = true));
+      throw isConnectionError(e) || isServerTimeout(e) ? unavailable(e) : e;
     } finally {
       c.off('error', onError);
       // A client whose connection failed is destroyed, never handed out again.
@@ -125,7 +151,7 @@ export class Database implements OnApplicationShutdown {
   }
 
   private async openListener(): Promise<void> {
-    const c = new Client({ connectionString: this.config.databaseUrl, application_name: `kurrent:${this.config.nodeId}:listen` });
+    const c = new Client(this.clientOptions(':listen'));
     c.on('notification', (n) => {
       for (const h of this.handlers.get(n.channel) ?? []) h(n.payload ?? '');
     });
@@ -154,7 +180,7 @@ export class Database implements OnApplicationShutdown {
   async tryLease(lock: number): Promise<boolean> {
     this.leases ??= new Map();
     if (this.leases.has(lock)) return true;
-    const c = new Client({ connectionString: this.config.databaseUrl, application_name: `kurrent:${this.config.nodeId}:lease` });
+    const c = new Client(this.clientOptions(':lease'));
     c.on('error', () => {
       this.leases?.delete(lock);
     });
