@@ -64,7 +64,9 @@ export class Database implements OnApplicationShutdown {
       connectionString: this.config.databaseUrl,
       application_name: `kurrent:${this.config.nodeId}${role}`,
       connectionTimeoutMillis: t,
-      query_timeout: t,
+      // Client side, the backstop for a server that stopped answering: longer than the server-side
+      // bounds, since it also counts time this process's busy event loop took to read the answer.
+      query_timeout: 3 * t,
       statement_timeout: t,
       lock_timeout: t,
       idle_in_transaction_session_timeout: 2 * t,
