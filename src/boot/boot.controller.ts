@@ -61,7 +61,7 @@ export class BootController {
       'application/json': { schema: { $ref: getSchemaPath(BootVarsDto) } },
     },
   })
-  bootVars(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootVarsDto {
+  bootVars(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootVarsDto | Promise<string | BootVarsDto> {
     // The raw query through @Req (which no pipe touches) on the hottest route: BootService
     // validates by hand. A string goes out as text/plain, an object as application/json.
     const q = req.query;
@@ -91,7 +91,7 @@ export class BootController {
       'application/json': { schema: { $ref: getSchemaPath(BootMenuDto) } },
     },
   })
-  bootMenu(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootMenuDto {
+  bootMenu(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootMenuDto | Promise<string | BootMenuDto> {
     const q = req.query;
     return this.boot.bootMenu(q.mac, q.hostname, q.format ?? 'ipxe', q.nonce, q.sig);
   }
@@ -99,9 +99,10 @@ export class BootController {
   /**
    * One-time challenge for signature enforcement (no auth). The device signs, with ECDSA P-256 /
    * SHA-256, the 38 bytes `nonce (32 bytes) || mac (6 bytes)` and passes the raw `r || s` (128 hex
-   * digits) as /boot-vars?...&nonce=<64 hex>&sig=<128 hex>. A nonce lives 60 s, is bound to that
-   * MAC and works once; a new challenge supersedes the previous one. Unknown MACs get an answer of
-   * the same form (nothing is stored for them).
+   * digits) as /boot-vars?...&nonce=<64 hex>&sig=<128 hex>. A nonce is bound to that MAC, lives
+   * 60 s and works once for /boot-vars and once for /boot-menu, on whichever control plane of a
+   * deployment answers (the nonce seals its MAC and expiry; spent nonces are shared through
+   * PostgreSQL). Unknown MACs get an answer of the same form; nothing is stored when a nonce is issued.
    */
   @ApiErrors('public', 400)
   @Public()

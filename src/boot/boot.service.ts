@@ -20,6 +20,10 @@ function checkFormat(format: unknown): void {
 }
 
 type Resolved = { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' };
+type Who = { r: Resolved; mac: string | null };
+/** A value, or its promise where a step had to wait (spending a nonce on PostgreSQL). */
+type Answer<T> = T | Promise<T>;
+const then = <T, U>(v: Answer<T>, fn: (v: T) => U): Answer<U> => (v instanceof Promise ? v.then(fn) : fn(v));
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
 /** The JSON answer of a refused script: its identity tells render() callers not to cache it. */
@@ -100,7 +104,8 @@ export class BootService {
   }
 
   private remember<T extends string | object>(slot: Map<string | undefined, string | object> | null, rawHostname: unknown, answer: T): T {
-    if (slot !== null && answer !== REFUSED_SCRIPT && answer !== REFUSED_JSON) {
+    // A promise only comes from signature enforcement, whose answers are never cached.
+    if (slot !== null && answer !== REFUSED_SCRIPT && answer !== REFUSED_JSON && !(answer instanceof Promise)) {
       slot.set(rawHostname as string | undefined, typeof answer === 'object' ? Object.freeze(answer) : answer);
       this.answersSize++;
     }
@@ -118,15 +123,18 @@ export class BootService {
   }
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
-  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootVarsDto {
+  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootVarsDto> {
     const slot = this.answerSlot('vars', rawMac, rawHostname, format);
     const hit = slot?.get(rawHostname as string | undefined);
     if (hit !== undefined) return hit as string | BootVarsDto;
     return this.remember(slot, rawHostname, this.renderVars(rawMac, rawHostname, format, nonce, sig));
   }
 
-  private renderVars(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): string | BootVarsDto {
-    const who = this.identify('vars', rawMac, rawHostname, format, nonce, sig);
+  private renderVars(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<string | BootVarsDto> {
+    return then(this.identify('vars', rawMac, rawHostname, format, nonce, sig), (who) => this.varsFor(who, format));
+  }
+
+  private varsFor(who: Who | null, format: unknown): string | BootVarsDto {
     if (!who) return format === 'json' ? {} : EMPTY_SCRIPT;
     const { r, mac } = who;
     const vars = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
@@ -161,15 +169,18 @@ export class BootService {
    * CD's root path. Same identification and enforcement as /boot-vars (a signed nonce may be used
    * once here and once there).
    */
-  bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): string | BootMenuDto {
+  bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootMenuDto> {
     const slot = this.answerSlot('menu', rawMac, rawHostname, format);
     const hit = slot?.get(rawHostname as string | undefined);
     if (hit !== undefined) return hit as string | BootMenuDto;
     return this.remember(slot, rawHostname, this.renderMenu(rawMac, rawHostname, format, nonce, sig));
   }
 
-  private renderMenu(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): string | BootMenuDto {
-    const who = this.identify('menu', rawMac, rawHostname, format, nonce, sig);
+  private renderMenu(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<string | BootMenuDto> {
+    return then(this.identify('menu', rawMac, rawHostname, format, nonce, sig), (who) => this.menuFor(who, format));
+  }
+
+  private menuFor(who: Who | null, format: unknown): string | BootMenuDto {
     if (!who || who.r.kind !== 'worker') return format === 'json' ? {} : EMPTY_SCRIPT;
     const w = who.r.worker;
     const menu = this.disks.menu(w);
@@ -185,7 +196,7 @@ export class BootService {
   }
 
   /** Format check, MAC and hostname parsing, lookup and (when on) signature enforcement. */
-  private identify(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): { r: Resolved; mac: string | null } | null {
+  private identify(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<Who | null> {
     checkFormat(format);
     let mac: string | null = null;
     if (typeof rawMac === 'string' && rawMac.trim() !== '') {
@@ -197,14 +208,13 @@ export class BootService {
     const hostname = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     const r = this.resolve(mac, hostname);
     if (r.kind === 'none') return null;
-    if (this.settings.signatureEnforcement) {
-      const reason = this.verify(use, r, mac, nonce, sig);
-      if (reason) {
-        this.auditDenial(mac, r.kind === 'worker' ? r.worker.worker_id : null, reason);
-        return null;
-      }
-    }
-    return { r, mac };
+    if (!this.settings.signatureEnforcement) return { r, mac };
+    const denied = (reason: string | null): Who | null => {
+      if (!reason) return { r, mac };
+      this.auditDenial(mac, r.kind === 'worker' ? r.worker.worker_id : null, reason);
+      return null;
+    };
+    return then(this.verify(use, r, mac, nonce, sig), denied);
   }
 
   /** The one place a boot answer is produced: every value under its grammar, or the refused script. */
@@ -223,16 +233,18 @@ export class BootService {
   }
 
   /**
-   * Enforcement: per-worker variables only for a bound device whose signature over an unexpired,
-   * unused nonce for its MAC verifies against its stored key. Returns the reason for a denial.
+   * Enforcement: per-worker variables only for a bound device whose signature over an unexpired
+   * nonce sealed for its MAC verifies against its stored key, the nonce then spent for this use
+   * (once, on any control plane). Spent only after the signature verified, so a forged request
+   * cannot use up a device's nonce. Returns the reason for a denial.
    */
-  private verify(use: ChallengeUse, r: Resolved, mac: string | null, nonce: unknown, sig: unknown): string | null {
+  private verify(use: ChallengeUse, r: Resolved, mac: string | null, nonce: unknown, sig: unknown): Answer<string | null> {
     if (r.kind !== 'worker' || !mac) return 'not a bound device';
     const d = this.store.read().devices.get(mac);
     if (!d || d.state !== 'bound' || d.bound_worker_id !== r.worker.worker_id) return 'not a bound device';
     if (!d.pubkey) return 'no key';
     if (typeof nonce !== 'string' || !nonce) return 'no nonce';
-    const c = this.challenges.consume(mac, nonce.toLowerCase(), use);
+    const c = this.challenges.check(mac, nonce.toLowerCase());
     if (!c.ok) return c.reason;
     let k = this.keys.get(mac);
     if (!k || k.hex !== d.pubkey) {
@@ -243,7 +255,7 @@ export class BootService {
       this.keys.set(mac, k);
     }
     if (typeof sig !== 'string' || !verifyDeviceSignature(k.key, c.nonce, mac, sig.toLowerCase())) return 'bad signature';
-    return null;
+    return then(this.challenges.spend(c, use), (claim) => (claim === 'claimed' ? null : 'replayed'));
   }
 
   private auditDenial(mac: string | null, workerId: string | null, reason: string): void {

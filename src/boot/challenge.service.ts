@@ -1,112 +1,89 @@
-import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { randomFillSync } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { createHmac, randomFillSync, timingSafeEqual } from 'node:crypto';
 import { Clock } from '../common/clock';
-import { LedgerStore } from '../store/ledger.store';
+import { NonceClaim, NonceLedger } from '../store/nonce-ledger';
 
-/** A nonce lives this long. */
+/** A nonce lives this long (to the second: the expiry is sealed in whole seconds). */
 export const CHALLENGE_TTL_MS = 60_000;
-/** Live and recently used nonces kept at most (about 200 bytes each: ~20 MB at the cap). */
-export const CHALLENGE_CAP = 100_000;
 
 /** What a signed nonce is spent on: once for /boot-vars and once for /boot-menu. */
 export type ChallengeUse = 'vars' | 'menu';
 
-interface Entry {
-  mac: string;
-  nonce: Buffer;
-  expires: number;
-  used: Set<ChallengeUse>;
-}
+export type Checked = { ok: true; nonce: Buffer; expires: number } | { ok: false; reason: 'no nonce' | 'expired' | 'bad nonce' };
 
-export type Consumed = { ok: true; nonce: Buffer } | { ok: false; reason: 'no nonce' | 'expired' | 'replayed' | 'wrong mac' };
+const RANDOM = 12;
+const EXPIRY = 4;
+const TAG = 16;
+const LABEL = Buffer.from('kurrent challenge v1\0');
 
 /**
- * One-time challenges for device signatures (seed 004 section 5): 32 random bytes, bound to a
- * MAC, single use, at most CHALLENGE_TTL_MS. Memory is bounded under any flood: one live nonce
- * per MAC (a new challenge supersedes the last), a global cap with expired entries swept first,
- * and nothing stored for a MAC the ledger does not hold (or holds revoked), whose answer is
- * otherwise identical, so the endpoint is no oracle for which MACs are known.
+ * One-time challenges for device signatures (seed 004 section 5): 32 bytes, bound to a MAC,
+ * single use, at most CHALLENGE_TTL_MS. The nonce seals its own binding, so any control plane
+ * behind a load balancer verifies one another issued:
+ *
+ *   random (12) || expiry, Unix seconds (4, big-endian) || HMAC-SHA256(key, label || random || expiry || mac)[0..16]
+ *
+ * Nothing is stored when a nonce is issued (a flood of challenges costs no memory, and unknown
+ * MACs get an answer of the same shape, so the endpoint is no oracle for which MACs are known).
+ * Spending is recorded per use only after the signature verified (NonceLedger: in memory on
+ * files, shared in PostgreSQL), so a forged request cannot burn a device's nonce.
  */
 @Injectable()
-export class ChallengeService implements OnModuleInit, OnModuleDestroy {
-  private readonly byNonce = new Map<string, Entry>();
-  private readonly byMac = new Map<string, string>();
-  private timer: NodeJS.Timeout | null = null;
-
+export class ChallengeService {
   constructor(
-    private readonly store: LedgerStore,
+    private readonly nonces: NonceLedger,
     private readonly clock: Clock,
   ) {}
 
-  onModuleInit(): void {
-    // Expired nonces go within a lifetime even when no new challenge reaches the cap.
-    this.timer = setInterval(() => this.sweep(), CHALLENGE_TTL_MS);
-    this.timer.unref();
-  }
-
-  onModuleDestroy(): void {
-    if (this.timer) clearInterval(this.timer);
-  }
-
+  /** Spent nonces held in memory (signed boots of the last minute). */
   get size(): number {
-    return this.byNonce.size;
+    return this.nonces.size;
   }
 
-  /** CSPRNG bytes drawn 2 KiB at a time (one call into OpenSSL per 64 nonces in a signed storm). */
-  private pool = Buffer.alloc(2048);
+  /** CSPRNG bytes drawn 2 KiB at a time (one call into OpenSSL per 170 nonces in a signed storm). */
+  private pool = Buffer.alloc(2040);
   private poolOff = this.pool.length;
-  private random32(): Buffer {
-    if (this.poolOff + 32 > this.pool.length) {
+  private random(into: Buffer): void {
+    if (this.poolOff + RANDOM > this.pool.length) {
       randomFillSync(this.pool);
       this.poolOff = 0;
     }
-    const out = Buffer.from(this.pool.subarray(this.poolOff, this.poolOff + 32));
-    this.pool.fill(0, this.poolOff, this.poolOff + 32); // a nonce handed out is not kept in the pool
-    this.poolOff += 32;
-    return out;
+    this.pool.copy(into, 0, this.poolOff, this.poolOff + RANDOM);
+    this.pool.fill(0, this.poolOff, this.poolOff + RANDOM); // handed out, not kept
+    this.poolOff += RANDOM;
+  }
+
+  private tag(nonce: Buffer, mac: string): Buffer {
+    return createHmac('sha256', this.nonces.sealingKey())
+      .update(LABEL)
+      .update(nonce.subarray(0, RANDOM + EXPIRY))
+      .update(Buffer.from(mac.replace(/:/g, ''), 'hex'))
+      .digest()
+      .subarray(0, TAG);
   }
 
   issue(mac: string): { nonce: string; expires_at: string } {
-    const nonce = this.random32();
-    const hex = nonce.toString('hex');
-    const now = this.clock.now().getTime();
-    const expires = now + CHALLENGE_TTL_MS;
-    const d = this.store.read().devices.get(mac);
-    if (d && d.state !== 'revoked') {
-      const old = this.byMac.get(mac);
-      if (old) this.byNonce.delete(old);
-      if (this.byNonce.size >= CHALLENGE_CAP) this.sweep(now);
-      if (this.byNonce.size >= CHALLENGE_CAP) this.byNonce.delete(this.byNonce.keys().next().value!);
-      this.byNonce.set(hex, { mac, nonce, expires, used: new Set() });
-      this.byMac.set(mac, hex);
-    }
-    return { nonce: hex, expires_at: new Date(expires).toISOString().replace(/\.\d{3}Z$/, '+00:00') };
+    const nonce = Buffer.alloc(RANDOM + EXPIRY + TAG);
+    this.random(nonce);
+    const expires = Math.floor(this.clock.now().getTime() / 1000) + CHALLENGE_TTL_MS / 1000;
+    nonce.writeUInt32BE(expires, RANDOM);
+    this.tag(nonce, mac).copy(nonce, RANDOM + EXPIRY);
+    return { nonce: nonce.toString('hex'), expires_at: new Date(expires * 1000).toISOString().replace(/\.\d{3}Z$/, '+00:00') };
   }
 
-  /** Uses the nonce for mac: succeeds once per use, within its lifetime, for the MAC it was issued to. */
-  consume(mac: string, hex: string, use: ChallengeUse = 'vars'): Consumed {
-    const e = this.byNonce.get(hex);
-    if (!e) return { ok: false, reason: 'no nonce' };
-    if (e.used.has(use)) return { ok: false, reason: 'replayed' };
-    if (e.mac !== mac) return { ok: false, reason: 'wrong mac' };
-    if (this.clock.now().getTime() > e.expires) {
-      this.drop(hex, e);
-      return { ok: false, reason: 'expired' };
-    }
-    // Kept (used) until it expires, so a replay is told apart from a nonce never issued.
-    e.used.add(use);
-    // A new challenge for this MAC supersedes it only once both uses are spent.
-    if (e.used.size === 2 && this.byMac.get(mac) === hex) this.byMac.delete(mac);
-    return { ok: true, nonce: e.nonce };
+  /** The nonce's seal, MAC and lifetime (no state read or written). */
+  check(mac: string, hex: string): Checked {
+    if (!/^[0-9a-f]{64}$/.test(hex)) return { ok: false, reason: 'no nonce' };
+    const nonce = Buffer.from(hex, 'hex');
+    // A seal that does not verify for this MAC: issued for another MAC, or never issued here.
+    if (!timingSafeEqual(nonce.subarray(RANDOM + EXPIRY), this.tag(nonce, mac))) return { ok: false, reason: 'bad nonce' };
+    const expires = nonce.readUInt32BE(RANDOM) * 1000;
+    if (this.clock.now().getTime() > expires) return { ok: false, reason: 'expired' };
+    return { ok: true, nonce, expires };
   }
 
-  /** Removes expired entries (every minute, and whenever an issue finds the store at its cap). */
-  sweep(now = this.clock.now().getTime()): void {
-    for (const [hex, e] of this.byNonce) if (now > e.expires) this.drop(hex, e);
-  }
-
-  private drop(hex: string, e: Entry): void {
-    this.byNonce.delete(hex);
-    if (this.byMac.get(e.mac) === hex) this.byMac.delete(e.mac);
+  /** Spends a checked nonce for one use: after the signature verified, never before. */
+  spend(c: { nonce: Buffer; expires: number }, use: ChallengeUse): NonceClaim | Promise<NonceClaim> {
+    return this.nonces.claim(c.nonce, use, c.expires, this.clock.now().getTime());
   }
 }

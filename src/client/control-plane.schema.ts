@@ -132,11 +132,6 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The worker's boot menu items, one per disk it can boot now, named from its disk records:
-         *     `set menu-count <n>` and `set menu-<i>-id|label|root` (root = `iscsi:<server><sep><iqn>` or
-         *     `nvme://<server>:<port>/<nqn>`), plus `install-root` for an install CD. menu.ipxe builds its
-         *     items from these. Same lookup and enforcement as /boot-vars (a signed nonce works once here
-         *     and once there). */
         get: operations["getBootMenu"];
         put?: never;
         post?: never;
@@ -153,14 +148,6 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Per-worker iPXE variables (no auth, read-only). Lookup: hostname, else mac -> bound worker;
-         *     a mac not bound to the named worker gets the empty script. iSCSI default disk (seed 000):
-         *     base-iqn, iscsi-server, iscsi-sep. NVMe/TCP default disk (seed 004): disk-nqn, storager-ip,
-         *     nvme-port, hostnqn and tls-psk, and no iSCSI variable; when that disk cannot be connected
-         *     (credential revoked or not yet on its agent, port unknown or without TLS) the empty script,
-         *     never a fallback. The TLS PSK is the one secret this unauthenticated route hands out: with
-         *     signature enforcement on (PUT /settings/signature-enforcement) only the bound device's key
-         *     gets it. */
         get: operations["getBootVars"];
         put?: never;
         post?: never;
@@ -231,9 +218,10 @@ export interface paths {
         };
         /** One-time challenge for signature enforcement (no auth). The device signs, with ECDSA P-256 /
          *     SHA-256, the 38 bytes `nonce (32 bytes) || mac (6 bytes)` and passes the raw `r || s` (128 hex
-         *     digits) as /boot-vars?...&nonce=<64 hex>&sig=<128 hex>. A nonce lives 60 s, is bound to that
-         *     MAC and works once; a new challenge supersedes the previous one. Unknown MACs get an answer of
-         *     the same form (nothing is stored for them). */
+         *     digits) as /boot-vars?...&nonce=<64 hex>&sig=<128 hex>. A nonce is bound to that MAC, lives
+         *     60 s and works once for /boot-vars and once for /boot-menu, on whichever control plane of a
+         *     deployment answers (the nonce seals its MAC and expiry; spent nonces are shared through
+         *     PostgreSQL). Unknown MACs get an answer of the same form; nothing is stored when a nonce is issued. */
         get: operations["getDeviceChallenge"];
         put?: never;
         post?: never;

@@ -1,4 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { generateKeyPairSync, sign } from 'node:crypto';
+import * as http from 'node:http';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from 'pg';
 import { freePort, startApp, tempDir } from '../helpers/app';
@@ -84,6 +87,50 @@ class Node {
     const text = await r.text();
     return { status: r.status, body: text ? JSON.parse(text) : undefined };
   }
+}
+
+/** A TCP proxy on loopback that hands each new connection to the next upstream in turn (HAProxy's roundrobin). */
+async function roundRobin(ports: number[]): Promise<{ port: number; counts: number[]; close: () => Promise<void> }> {
+  const counts = ports.map(() => 0);
+  let next = 0;
+  const server = net.createServer((client) => {
+    const i = next++ % ports.length;
+    counts[i]++;
+    const up = net.connect(ports[i], '127.0.0.1');
+    client.pipe(up).pipe(client);
+    const end = () => {
+      client.destroy();
+      up.destroy();
+    };
+    client.on('error', end).on('close', end);
+    up.on('error', end).on('close', end);
+  });
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return { port, counts, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+/** One GET on a connection of its own (so a round-robin proxy alternates request by request). */
+function getOnce(port: number, url: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: url, agent: false, timeout: 20_000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode!, text }));
+    });
+    req.on('error', reject);
+  });
+}
+
+/** A device with its P-256 key: signs nonce (32 bytes) || mac (6 bytes), raw r || s. */
+function simDevice(macAddr: string) {
+  const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  return {
+    mac: macAddr,
+    pubkey: publicKey.export({ format: 'der', type: 'spki' }).subarray(-65).toString('hex'),
+    sign: (nonce: string) => sign('sha256', Buffer.concat([Buffer.from(nonce, 'hex'), Buffer.from(macAddr.replace(/:/g, ''), 'hex')]), { key: privateKey, dsaEncoding: 'ieee-p1363' }).toString('hex'),
+  };
 }
 
 const mac = (i: number) => `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
@@ -311,6 +358,65 @@ describe('two control planes on one PostgreSQL', () => {
       expect(status).toBe(201);
     } finally {
       await t.close();
+    }
+  });
+
+  it('signed boots through two control planes behind a round-robin proxy: every one succeeds, a replay on the other control plane is refused', async () => {
+    const url = pg.createDb('nonces');
+    const c = new Node('cp-c', await freePort(), tempDir('kurrent-cp-c-'), url);
+    const d = new Node('cp-d', await freePort(), tempDir('kurrent-cp-d-'), url);
+    const proxy = await roundRobin([c.port, d.port]);
+    try {
+      await c.start();
+      await d.start();
+      const devices = Array.from({ length: 20 }, (_, i) => simDevice(mac(0x0d00 + i)));
+      expect((await c.req('POST', '/devices/registration-window', { ttl_minutes: 10 })).status).toBe(201);
+      for (const dev of devices) {
+        // Reports alternate too: the window and the key claims hold across both.
+        expect((await getOnce(proxy.port, `/devices/report?mac=${dev.mac}&pubkey=${dev.pubkey}`)).status).toBe(200);
+        expect((await c.req('POST', '/workers', { worker_id: `sw-${dev.mac.slice(-2)}`, mac: dev.mac, boot: { menu_default: 'shell' } })).status).toBe(201);
+      }
+      expect((await d.req('PUT', '/settings/signature-enforcement', { enabled: true })).body).toEqual({ enabled: true, keyless_bound_devices: [] });
+      // c learns the setting and d the bindings through the database (NOTIFY): polled to a deadline.
+      for (const end = Date.now() + 10_000; Date.now() < end; await sleep(50)) {
+        const seen = await c.req('GET', '/settings/signature-enforcement');
+        const bound = await d.req('GET', `/devices/${devices[19].mac}`);
+        if (seen.body.enabled && bound.body.state === 'bound') break;
+      }
+      let ok = 0;
+      const used: { dev: (typeof devices)[0]; nonce: string }[] = [];
+      for (const dev of devices) {
+        const n = /set nonce ([0-9a-f]{64})/.exec((await getOnce(proxy.port, `/devices/challenge?mac=${dev.mac}`)).text)![1];
+        const vars = await getOnce(proxy.port, `/boot-vars?mac=${dev.mac}&nonce=${n}&sig=${dev.sign(n)}`);
+        const menu = await getOnce(proxy.port, `/boot-menu?mac=${dev.mac}&nonce=${n}&sig=${dev.sign(n)}`);
+        if (vars.text.includes('set menu-default shell') && menu.text.startsWith('#!ipxe\n# boot menu for sw-')) ok++;
+        used.push({ dev, nonce: n });
+      }
+      expect(ok).toBe(devices.length);
+      // Every request took a connection of its own: both control planes answered half of them.
+      expect(proxy.counts[0]).toBeGreaterThanOrEqual(40);
+      expect(proxy.counts[1]).toBeGreaterThanOrEqual(40);
+      // Replays, each on both control planes: spent everywhere.
+      for (const { dev, nonce } of used.slice(0, 4)) {
+        for (const node of [c, d]) {
+          expect((await getOnce(node.port, `/boot-vars?mac=${dev.mac}&nonce=${nonce}&sig=${dev.sign(nonce)}`)).text).toBe('#!ipxe\n# no per-worker boot vars found\n');
+        }
+      }
+      // A fresh nonce spent on c is refused on d.
+      const dev = devices[5];
+      const n = /set nonce ([0-9a-f]{64})/.exec((await getOnce(d.port, `/devices/challenge?mac=${dev.mac}`)).text)![1];
+      expect((await getOnce(c.port, `/boot-vars?mac=${dev.mac}&nonce=${n}&sig=${dev.sign(n)}`)).text).toContain('set menu-default shell');
+      expect((await getOnce(d.port, `/boot-vars?mac=${dev.mac}&nonce=${n}&sig=${dev.sign(n)}`)).text).toBe('#!ipxe\n# no per-worker boot vars found\n');
+      const ndb = new Client({ connectionString: url });
+      await ndb.connect();
+      const denied = (await ndb.query("SELECT entry->>'reason' AS reason FROM audit WHERE entry->>'op' = 'boot.denied'")).rows.map((r) => r.reason);
+      await ndb.end();
+      expect(denied.length).toBeGreaterThan(0);
+      expect(new Set(denied)).toEqual(new Set(['replayed']));
+    } finally {
+      await proxy.close();
+      await c.stop();
+      await d.stop();
     }
   });
 

@@ -74,4 +74,23 @@ CREATE INDEX audit_mac ON audit ((entry->>'mac'));
 CREATE INDEX audit_worker ON audit ((entry->>'worker_id'));
 `,
   },
+  {
+    id: 2,
+    name: 'challenge nonces that verify on any control plane',
+    sql: `
+-- Secrets every control plane of the deployment shares (the challenge sealing key). Never exported.
+CREATE TABLE secrets (
+  name  text PRIMARY KEY,
+  value bytea NOT NULL
+);
+-- Spent signed nonces, per use (vars, menu): a nonce works once per use across all control planes.
+CREATE TABLE nonce_uses (
+  nonce      bytea NOT NULL,
+  use        text NOT NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (nonce, use)
+);
+CREATE INDEX nonce_uses_expiry ON nonce_uses (expires_at);
+`,
+  },
 ];
