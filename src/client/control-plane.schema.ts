@@ -349,7 +349,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness (no auth). */
+        /** Health check (no auth, changes nothing): `{"status":"ok"}` while this process serves
+         *     requests from a current view of the store. On PostgreSQL it answers 503 once this control
+         *     plane has not caught up with the database for longer than IPXE_CP_STALENESS_MAX_MS, so a
+         *     load balancer stops sending it boots whose bindings it may no longer know. */
         get: operations["getHealth"];
         put?: never;
         post?: never;
@@ -1284,7 +1287,7 @@ export interface components {
             fields: string[];
         };
         HealthDto: {
-            /** @description Always "ok" while the process serves requests. */
+            /** @description "ok" while the process serves requests from a current view of the store. */
             status: string;
         };
         ImportDevicesDto: {
@@ -3351,6 +3354,15 @@ export interface operations {
             };
             /** @description Internal error: the message carries an error_id, under which the log has the details. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Stale: this control plane has not caught up with the database within IPXE_CP_STALENESS_MAX_MS (PostgreSQL store). */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -39,6 +39,13 @@ export class AppConfig {
    * write answers 503 instead of hanging with the write lock held (IPXE_CP_DATABASE_TIMEOUT_MS).
    */
   databaseTimeoutMs!: number;
+  /**
+   * PostgreSQL: how often a control plane checks the database for changes it was not notified of
+   * (a half-open LISTEN connection), IPXE_CP_SYNC_MS; and the staleness past which /healthz
+   * fails, IPXE_CP_STALENESS_MAX_MS (default 5 x the period, at least a database timeout more).
+   */
+  syncMs!: number;
+  stalenessMaxMs!: number;
   /** IPXE_CP_RECONCILER=false: this process never reconciles (no lease, no passes; maintenance runs). */
   reconciler!: boolean;
   /** How often a control plane without the reconciler lease tries to take it (PostgreSQL store). */
@@ -153,6 +160,8 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
     throw new ConfigError('IPXE_CP_DATABASE_URL must be a postgres:// URL when IPXE_CP_STORE=postgres');
   }
   c.databaseTimeoutMs = int(env, 'IPXE_CP_DATABASE_TIMEOUT_MS', 5000, 100, 600_000);
+  c.syncMs = int(env, 'IPXE_CP_SYNC_MS', 1000, 100, 60_000);
+  c.stalenessMaxMs = int(env, 'IPXE_CP_STALENESS_MAX_MS', Math.max(5 * c.syncMs, c.syncMs + c.databaseTimeoutMs), c.syncMs, 3_600_000);
   c.reconciler = bool(env, 'IPXE_CP_RECONCILER', true);
   c.leaseSeconds = int(env, 'IPXE_CP_LEASE_SECONDS', 2, 1, 300);
   c.nodeId = (env.IPXE_CP_NODE_ID || `${os.hostname()}:${process.pid}`).trim();

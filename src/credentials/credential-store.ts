@@ -2,6 +2,7 @@ import { Injectable, OnApplicationShutdown, OnModuleInit, Optional } from '@nest
 import type { PoolClient } from 'pg';
 import { ApiError } from '../common/api-error';
 import { Database, LOCK } from '../store/pg/database';
+import { StoreSync } from '../store/store-sync';
 import * as path from 'node:path';
 import { dhchapKeyError } from '../common/nvme-keys';
 import { AppConfig } from '../config/app-config';
@@ -77,6 +78,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
     config: AppConfig,
     private readonly fs: FileSystem,
     @Optional() private readonly db?: Database,
+    @Optional() private readonly sync?: StoreSync,
   ) {
     this.file = path.join(config.stateDir, 'nvme-credentials.json');
     this.flushMs = Math.min(config.checkpointMs, 200);
@@ -89,6 +91,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
         if (name === '' || name === 'credentials') void this.lock.run(() => this.loadPg()).catch(() => undefined);
       });
       await this.loadPg();
+      this.sync?.register('credentials', { appliedVersion: () => this.pgVersion, refresh: () => this.lock.run(() => this.loadPg()).then(() => undefined) });
       return;
     }
     const text = this.fs.readTextSync(this.file);
@@ -195,8 +198,13 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   // change (notes too: several control planes share the rows) runs under the credentials lock on
   // the rows as they are now, writes only the rows it changed and notifies the others.
 
+  /** The version of the 'credentials' document row every change bumps (StoreSync compares it). */
+  private pgVersion = 0;
+
   private async loadPg(c?: PoolClient): Promise<FileShape> {
     const q = c ? c.query.bind(c) : this.db!.query.bind(this.db);
+    const v = (await q("SELECT version FROM documents WHERE name = 'credentials'")).rows as { version: string }[];
+    this.pgVersion = Math.max(this.pgVersion, Number(v[0]?.version ?? 0));
     const creds = (await q('SELECT worker_id, body FROM credentials')).rows as { worker_id: string; body: CredentialRecord }[];
     const rem = (await q('SELECT body FROM credential_removals ORDER BY hostnqn, agent')).rows as { body: RemovalRecord }[];
     const next: FileShape = { version: 1, credentials: Object.fromEntries(creds.map((r) => [r.worker_id, r.body])), removals: rem.map((r) => r.body) };
@@ -209,7 +217,7 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
 
   private async mutatePg<R>(fn: (d: FileShape) => R): Promise<R> {
     try {
-      const { r, next } = await this.db!.tx(async (c) => {
+      const { r, next, version } = await this.db!.tx(async (c) => {
         const cur = await this.loadPg(c);
         const next = structuredClone(cur);
         const r = fn(next);
@@ -232,9 +240,13 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
             [x.worker_id, x.hostnqn, x.agent, JSON.stringify(x)],
           );
         }
+        const v = await c.query<{ version: string }>(
+          "INSERT INTO documents (name, version, body) VALUES ('credentials', 1, '{}') ON CONFLICT (name) DO UPDATE SET version = documents.version + 1 RETURNING version",
+        );
         await c.query('SELECT pg_notify($1, $2)', ['kurrent_documents', 'credentials']);
-        return { r, next };
+        return { r, next, version: Number(v.rows[0].version) };
       }, LOCK.credentials);
+      this.pgVersion = Math.max(this.pgVersion, version);
       this.data = next;
       this.revision++;
       return r;

@@ -6,6 +6,7 @@ import { AuditService } from '../audit/audit.service';
 import { CredentialStore } from '../credentials/credential-store';
 import { ReconcilerService } from '../reconciler/reconciler.service';
 import { SettingsService } from '../settings/settings.service';
+import { StoreSync } from '../store/store-sync';
 import { LedgerStore } from '../store/ledger.store';
 
 interface RouteStats {
@@ -48,6 +49,7 @@ export class MetricsService implements OnModuleInit {
     private readonly creds: CredentialStore,
     private readonly audit: AuditService,
     private readonly reconciler: ReconcilerService,
+    private readonly sync: StoreSync,
   ) {}
 
   onModuleInit(): void {
@@ -143,6 +145,15 @@ export class MetricsService implements OnModuleInit {
       registers: r,
       collect() {
         this.set(started);
+      },
+    });
+    const sync = this.sync;
+    new Gauge({
+      name: 'kurrent_store_staleness_seconds',
+      help: 'Age of this control plane\'s last completed catch-up with the database (0 on the file store); /healthz fails past IPXE_CP_STALENESS_MAX_MS.',
+      registers: r,
+      collect() {
+        this.set(sync.stalenessMs() / 1000);
       },
     });
     const store = this.store;

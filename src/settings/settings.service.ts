@@ -8,6 +8,7 @@ import { AppConfig } from '../config/app-config';
 import { FileSystem } from '../store/file-system';
 import { LedgerFileError } from '../store/ledger-map';
 import { LedgerStore } from '../store/ledger.store';
+import { StoreSync } from '../store/store-sync';
 
 /** A registration window as settings.json keeps it (it survives restarts and closes on time). */
 export interface WindowState {
@@ -49,6 +50,7 @@ export class SettingsService implements OnModuleInit {
     private readonly audit: AuditService,
     private readonly clock: Clock,
     @Optional() private readonly db?: Database,
+    @Optional() private readonly sync?: StoreSync,
   ) {
     this.file = path.join(config.stateDir, 'settings.json');
   }
@@ -62,6 +64,7 @@ export class SettingsService implements OnModuleInit {
         if (name === '' || name === 'settings') void this.loadPg().catch(() => undefined);
       });
       await this.loadPg();
+      this.sync?.register('settings', { appliedVersion: () => this.pgVersion, refresh: () => this.loadPg() });
       return;
     }
     const text = this.fs.readTextSync(this.file);
@@ -228,9 +231,12 @@ export class SettingsService implements OnModuleInit {
   }
 
   /** PostgreSQL: the settings document (documents.name = 'settings'), reloaded on NOTIFY. */
+  private pgVersion = 0;
+
   private async loadPg(): Promise<void> {
-    const r = await this.db!.query<{ body: SettingsFile }>('SELECT body FROM documents WHERE name = $1', ['settings']);
+    const r = await this.db!.query<{ body: SettingsFile; version: string }>('SELECT body, version FROM documents WHERE name = $1', ['settings']);
     const next = r.rows[0]?.body ?? {};
+    this.pgVersion = Math.max(this.pgVersion, Number(r.rows[0]?.version ?? 0));
     if (JSON.stringify(next) === JSON.stringify(this.data)) return;
     this.data = next;
     this.admitted = null;
@@ -247,14 +253,15 @@ export class SettingsService implements OnModuleInit {
       const cur = ((await c.query('SELECT body FROM documents WHERE name = $1', ['settings'])).rows[0]?.body ?? {}) as SettingsFile;
       const out = { ...cur } as Record<string, unknown>;
       for (const k of changed) out[k] = next[k];
-      await c.query(
-        'INSERT INTO documents (name, version, body) VALUES ($1, 1, $2) ON CONFLICT (name) DO UPDATE SET version = documents.version + 1, body = excluded.body',
+      const v = await c.query<{ version: string }>(
+        'INSERT INTO documents (name, version, body) VALUES ($1, 1, $2) ON CONFLICT (name) DO UPDATE SET version = documents.version + 1, body = excluded.body RETURNING version',
         ['settings', JSON.stringify(out)],
       );
       await c.query('SELECT pg_notify($1, $2)', ['kurrent_documents', 'settings']);
-      return out as SettingsFile;
+      return { out: out as SettingsFile, version: Number(v.rows[0].version) };
     }, LOCK.documents);
-    this.data = merged;
+    this.pgVersion = Math.max(this.pgVersion, merged.version);
+    this.data = merged.out;
     this.revision++;
   }
 

@@ -9,6 +9,7 @@ import { LedgerFileError, LedgerMap, lineOfKey } from './ledger-map';
 import { Mutex } from './mutex';
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
 import { storageFailure } from './storage-error';
+import { StoreSync } from './store-sync';
 import { Database, LOCK } from './pg/database';
 import type { PoolClient } from 'pg';
 
@@ -184,6 +185,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     private readonly fs: FileSystem,
     @Optional() private readonly audit?: AuditService,
     @Optional() private readonly db?: Database,
+    @Optional() private readonly sync?: StoreSync,
   ) {
     this.devices = new LedgerMap(path.join(config.stateDir, 'devices.yml'), 'devices', DEVICES_HEADER, validateDevice, fs);
     this.workers = new LedgerMap(path.join(config.stateDir, 'workers.yml'), 'workers', WORKERS_HEADER, validateWorker, fs);
@@ -277,6 +279,8 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
       this.scheduleCatchUp();
     });
     await this.reloadPg();
+    // NOTIFY can be lost silently: StoreSync checks the feed's newest id every IPXE_CP_SYNC_MS.
+    this.sync?.register('ledger', { appliedVersion: () => this.pg!.version, refresh: () => this.lock.run(() => this.catchUp()) });
     // The feed only has to reach processes that were away a short while (others reload in full):
     // an hour of it is kept, and always the newest row, the version every process starts from.
     this.pruneTimer = setInterval(() => {

@@ -4,6 +4,7 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from 'pg';
+import { Database } from '../../src/store/pg/database';
 import { freePort, startApp, tempDir } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
 
@@ -417,6 +418,58 @@ describe('two control planes on one PostgreSQL', () => {
       await proxy.close();
       await c.stop();
       await d.stop();
+    }
+  });
+
+  it('NOTIFY lost (a half-open LISTEN connection): the other control plane still serves the new binding and settings within the bound; /healthz fails past it', async () => {
+    const url = pg.createDb('staleness');
+    const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_SYNC_MS: '200', IPXE_CP_DATABASE_TIMEOUT_MS: '500', IPXE_CP_STALENESS_MAX_MS: '1500' };
+    const na = await startApp({ ...env, IPXE_CP_NODE_ID: 'stale-a' });
+    const nb = await startApp({ ...env, IPXE_CP_NODE_ID: 'stale-b' });
+    try {
+      const m1 = '02:00:00:00:0e:01';
+      await na.req('POST', '/devices', { mac: m1 });
+      await na.req('POST', '/workers', { worker_id: 'seat-1', mac: m1 });
+      await na.req('POST', '/workers', { worker_id: 'seat-2' });
+      const served = async () => (await nb.req('GET', `/boot-vars?mac=${m1}`)).text;
+      for (const end = Date.now() + 10_000; Date.now() < end && !(await served()).includes('seat-1'); ) await sleep(50);
+      expect(await served()).toContain('boot vars for seat-1');
+      // b stops hearing notifications, as behind a connection that died without a FIN.
+      await (nb.app.get(Database) as unknown as { listener: Client }).listener.query('UNLISTEN *');
+      // The MAC moves to another seat on a; enforcement goes on.
+      expect((await na.req('DELETE', `/devices/${m1}/bind`)).status).toBe(200);
+      expect((await na.req('PUT', '/workers/seat-2/mac', { mac: m1 })).status).toBe(200);
+      expect((await na.req('PUT', '/settings/signature-enforcement', { enabled: true, force: true })).status).toBe(200);
+      const t0 = Date.now();
+      let moved = false;
+      for (const end = t0 + 5_000; Date.now() < end && !moved; ) {
+        moved = (await nb.req('GET', '/settings/signature-enforcement')).body.enabled === true;
+        if (!moved) await sleep(20);
+      }
+      const took = Date.now() - t0;
+      expect(moved).toBe(true);
+      expect(took).toBeLessThan(1_500); // IPXE_CP_SYNC_MS (200) plus a round; the bound b promises is 1,500
+      expect((await nb.req('GET', '/workers/seat-2')).body.mac).toBe(m1);
+      expect((await nb.req('GET', '/healthz')).body).toEqual({ status: 'ok' });
+      const metrics = (await nb.req('GET', '/metrics')).text;
+      const staleness = Number(/^kurrent_store_staleness_seconds (\S+)$/m.exec(metrics)![1]);
+      expect(staleness).toBeLessThan(1.5);
+      // The database stops answering: b cannot catch up; past the bound /healthz says so.
+      pg.freeze();
+      try {
+        let h = await nb.req('GET', '/healthz');
+        for (const end = Date.now() + 10_000; Date.now() < end && h.status === 200; await sleep(100)) h = await nb.req('GET', '/healthz');
+        expect(h.status).toBe(503);
+        expect(h.body.message).toMatch(/^stale: this control plane last caught up with the database \d+ ms ago \(bound IPXE_CP_STALENESS_MAX_MS=1500\)$/);
+      } finally {
+        pg.thaw();
+      }
+      let back = 0;
+      for (const end = Date.now() + 10_000; Date.now() < end && back !== 200; await sleep(100)) back = (await nb.req('GET', '/healthz')).status;
+      expect(back).toBe(200);
+    } finally {
+      await nb.close();
+      await na.close();
     }
   });
 

@@ -1,4 +1,4 @@
 export class HealthDto {
-  /** Always "ok" while the process serves requests. */
+  /** "ok" while the process serves requests from a current view of the store. */
   status!: string;
 }
