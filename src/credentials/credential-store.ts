@@ -38,6 +38,13 @@ export interface CredentialRecord {
   revoked: boolean;
   revoked_at: string | null;
   agents: Record<string, PushRecord>;
+  /** The incarnation of the worker it was issued to (WorkerRecord.incarnation; absent for older workers). */
+  worker_incarnation?: string | null;
+}
+
+/** A credential belongs to the worker of its id only if issued to that incarnation of it. */
+export function issuedTo(c: CredentialRecord, w: { incarnation?: string } | undefined): boolean {
+  return !!w && (c.worker_incarnation ?? null) === (w.incarnation ?? null);
 }
 
 /** A host to take off an agent after its worker was deleted. */

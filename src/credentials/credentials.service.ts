@@ -10,7 +10,7 @@ import { AppConfig } from '../config/app-config';
 import { LedgerStore } from '../store/ledger.store';
 import { Mutex } from '../store/mutex';
 import { DiskRecord } from '../store/records';
-import { CredentialRecord, CredentialStore, newPush, PushRecord, RemovalRecord } from './credential-store';
+import { CredentialRecord, CredentialStore, FileShape, issuedTo, newPush, PushRecord, RemovalRecord } from './credential-store';
 import type { CredentialDto, SetCredentialDto } from './dto/credential.dto';
 
 /** DH-HMAC-CHAP parameters written with every host (nvmet hosts/<hostnqn>/dhchap_*). */
@@ -65,6 +65,36 @@ export class CredentialsService {
     return `${this.config.hostNqnBase}:host.${workerId}`;
   }
 
+  /**
+   * The credential of the worker as it exists now: undefined when there is none, or when the one
+   * stored was issued to a deleted worker of the same id (a kill between the delete's commit and
+   * the credential's removal leaves it; it is never handed out, pushed or inherited, and the
+   * reconciler removes it).
+   */
+  current(id: string): CredentialRecord | undefined {
+    const c = this.creds.get(id);
+    return c && issuedTo(c, this.store.read().workers.get(id)) ? c : undefined;
+  }
+
+  /** A stored credential whose worker is gone or was re-created since. */
+  isLeftover(c: CredentialRecord): boolean {
+    return !issuedTo(c, this.store.read().workers.get(c.worker_id));
+  }
+
+  /** Inside a change: drops a leftover credential of id, queueing its host's removal from its agents. */
+  private dropLeftover(d: FileShape, id: string): void {
+    const cur = d.credentials[id];
+    if (!cur || !this.isLeftover(cur)) return;
+    delete d.credentials[id];
+    for (const agent of Object.keys(cur.agents)) {
+      d.removals.push({ worker_id: id, hostnqn: cur.hostnqn, agent, attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null });
+    }
+  }
+
+  private incarnationOf(id: string): string | null {
+    return this.store.read().workers.get(id)?.incarnation ?? null;
+  }
+
   /** The host NQNs this control plane makes (so orphans on agents can be told from others' hosts). */
   isOurHostNqn(hostnqn: string): boolean {
     return hostnqn.startsWith(`${this.config.hostNqnBase}:host.`);
@@ -83,7 +113,7 @@ export class CredentialsService {
   view(rawId: string): CredentialDto {
     const id = this.parseId(rawId);
     if (!this.store.read().workers.has(id)) throw notFound(`worker not found: ${id}`);
-    const c = this.creds.get(id);
+    const c = this.current(id);
     if (!c) throw notFound(`worker ${id} has no NVMe credential (it is issued with the first NVMe disk, or by PUT)`);
     return this.toDto(c);
   }
@@ -98,27 +128,28 @@ export class CredentialsService {
     }
     if (!this.store.read().workers.has(id)) throw notFound(`worker not found: ${id}`);
     const key = dto.dhchap_key ?? generateDhchapKey();
-    const had = this.creds.get(id);
+    const had = this.current(id);
     const c = await this.creds.change((d) => {
       const now = this.clock.isoNow();
+      this.dropLeftover(d, id);
       const cur = d.credentials[id];
       const next: CredentialRecord = cur
         ? { ...cur, dhchap_key: key, revoked: false, revoked_at: null }
-        : { worker_id: id, hostnqn: this.hostNqnOf(id), dhchap_key: key, issued_at: now, revoked: false, revoked_at: null, agents: {} };
+        : { worker_id: id, hostnqn: this.hostNqnOf(id), dhchap_key: key, issued_at: now, revoked: false, revoked_at: null, agents: {}, worker_incarnation: this.incarnationOf(id) };
       if (cur) next.issued_at = now;
       d.credentials[id] = next;
       return next;
     });
     await this.audit.record(had ? 'credential.rotate' : 'credential.issue', { worker_id: id, hostnqn: c.hostnqn, source: dto.generate ? 'generated' : 'given', ...this.hashes(c), client });
     await this.syncWorker(id, had ? 'rotate' : 'create');
-    return this.toDto(this.creds.get(id)!);
+    return this.toDto(this.current(id)!);
   }
 
   /** DELETE: revokes; /boot-vars stops handing out the PSK at once, and the hosts leave the agents. */
   async revoke(rawId: string, client: string): Promise<CredentialDto> {
     const id = this.parseId(rawId);
     if (!this.store.read().workers.has(id)) throw notFound(`worker not found: ${id}`);
-    if (!this.creds.get(id)) throw notFound(`worker ${id} has no NVMe credential`);
+    if (!this.current(id)) throw notFound(`worker ${id} has no NVMe credential`);
     const c = await this.creds.change((d) => {
       const cur = d.credentials[id];
       if (!cur.revoked) {
@@ -130,13 +161,14 @@ export class CredentialsService {
     });
     await this.audit.record('credential.revoke', { worker_id: id, hostnqn: c.hostnqn, ...this.hashes(c), client });
     await this.syncWorker(id, 'delete');
-    return this.toDto(this.creds.get(id)!);
+    return this.toDto(this.current(id)!);
   }
 
   /** Issues the credential of a worker that has none (first NVMe disk). Revoked ones stay revoked. */
   async ensureIssued(id: string, client: string): Promise<void> {
-    if (this.creds.get(id)) return;
+    if (this.current(id)) return;
     const c = await this.creds.change((d) => {
+      this.dropLeftover(d, id);
       if (d.credentials[id]) return null;
       const rec: CredentialRecord = {
         worker_id: id,
@@ -146,6 +178,7 @@ export class CredentialsService {
         revoked: false,
         revoked_at: null,
         agents: {},
+        worker_incarnation: this.incarnationOf(id),
       };
       d.credentials[id] = rec;
       return rec;
@@ -165,6 +198,7 @@ export class CredentialsService {
       const deleted = await this.creds.change((d) => {
         const cur = d.credentials[id];
         if (!cur) return false; // someone else (the reconciler) got here first
+        if (!this.isLeftover(cur)) return false; // issued to a worker of this id that exists now
         delete d.credentials[id];
         for (const agent of Object.keys(cur.agents)) {
           d.removals.push({ worker_id: id, hostnqn: cur.hostnqn, agent, attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null });
@@ -198,7 +232,7 @@ export class CredentialsService {
   async syncWorker(id: string, reason: PushReason): Promise<PushOutcome[]> {
     try {
       await this.markDesired(id);
-      const c = this.creds.get(id);
+      const c = this.current(id);
       if (!c) return [];
       return await Promise.all(
         Object.entries(c.agents).map(([agent, p]) => (p.state === 'removing' ? this.removeFrom(id, agent, reason) : this.pushTo(id, agent, reason))),
@@ -212,7 +246,7 @@ export class CredentialsService {
 
   /** Adds push records for new agents and marks records of agents without a disk as removing. */
   async markDesired(id: string): Promise<void> {
-    const c = this.creds.get(id);
+    const c = this.current(id);
     if (!c) return;
     const want = this.desired(id);
     const changes = [...want.keys()].some((a) => !c.agents[a] || c.agents[a].state === 'removing') ||
@@ -238,7 +272,7 @@ export class CredentialsService {
   pushTo(id: string, agentId: string, reason: PushReason): Promise<PushOutcome> {
     const hostnqn = this.hostNqnOf(id);
     return this.serial(hostnqn, agentId, async () => {
-      const c = this.creds.get(id);
+      const c = this.current(id);
       if (!c || c.revoked) return { worker_id: id, agent: agentId, hostnqn, reason, ok: false, error: 'no live credential' };
       const subsystems = this.desired(id).get(agentId) ?? [];
       const a = this.registry.get(agentId);
@@ -277,7 +311,7 @@ export class CredentialsService {
   removeFrom(id: string, agentId: string, reason: PushReason): Promise<PushOutcome> {
     const hostnqn = this.hostNqnOf(id);
     return this.serial(hostnqn, agentId, async () => {
-      const c = this.creds.get(id);
+      const c = this.current(id);
       const why = c?.revoked ? 'revoked' : 'no NVMe disk of the worker left on the agent';
       const error = await this.deleteHost(agentId, hostnqn);
       await this.creds.note((d) => {
@@ -296,7 +330,7 @@ export class CredentialsService {
   removeQueued(r: RemovalRecord, why = 'worker deleted'): Promise<PushOutcome> {
     return this.serial(r.hostnqn, r.agent, async () => {
       // A worker re-created under the same id wants this host on this agent again: never remove it.
-      const live = this.creds.get(r.worker_id);
+      const live = this.current(r.worker_id);
       const error = live && !live.revoked && this.desired(r.worker_id).has(r.agent) ? null : await this.deleteHost(r.agent, r.hostnqn);
       await this.creds.note((d) => {
         const i = d.removals.findIndex((x) => x.hostnqn === r.hostnqn && x.agent === r.agent);
@@ -324,7 +358,7 @@ export class CredentialsService {
   }
 
   bootCredential(workerId: string, disk: DiskRecord): { hostnqn: string; tls_psk: string } | null {
-    const c = this.creds.get(workerId);
+    const c = this.current(workerId);
     if (!c || c.revoked || !disk.nqn) return null;
     const p = c.agents[disk.agent];
     if (!p || p.state !== 'pushed' || p.key_sha256 !== secretSha12(c.dhchap_key) || !p.subsystems.includes(disk.nqn)) return null;

@@ -116,8 +116,9 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
     const started_at = this.clock.isoNow();
     const out: ReconcileResultDto = { started_at, finished_at: started_at, agents_checked: [], agents_unreachable: [], pushed: [], removed: [], failed: [], not_due: 0 };
     const workers = this.store.read().workers;
-    // Credentials of workers that no longer exist (a crash between the two writes of a delete).
-    for (const c of this.creds.all()) if (!workers.has(c.worker_id)) await this.credentials.workerDeleted(c.worker_id, 'reconciler');
+    // Credentials of workers that no longer exist, or of an earlier worker of the same id (a crash
+    // between the delete's commit and the credential's removal).
+    for (const c of this.creds.all()) if (this.credentials.isLeftover(c)) await this.credentials.workerDeleted(c.worker_id, 'reconciler');
     for (const c of this.creds.all()) await this.credentials.markDesired(c.worker_id);
 
     const agents = new Set<string>();
@@ -196,7 +197,7 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
       for (const hostnqn of listing.keys()) {
         if (!this.credentials.isOurHostNqn(hostnqn) || known.has(`${hostnqn}\0${agent}`)) continue;
         const worker_id = hostnqn.slice(hostnqn.indexOf(':host.') + 6);
-        if (this.creds.get(worker_id) && !this.creds.get(worker_id)!.revoked && this.credentials.desired(worker_id).has(agent)) continue;
+        if (this.credentials.current(worker_id) && !this.credentials.current(worker_id)!.revoked && this.credentials.desired(worker_id).has(agent)) continue;
         jobs.push(
           this.credentials
             .removeQueued({ worker_id, hostnqn, agent, attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null }, 'orphan: no credential of this control plane wants it')

@@ -114,6 +114,11 @@ export interface WorkerRecord {
   default_disk: string | null;
   boot: BootConfig;
   created_at: string | null;
+  /**
+   * Random, set when the worker is created: tells this worker from an earlier one of the same id
+   * (a credential stamped with another incarnation is a deleted worker's leftover, never used).
+   */
+  incarnation?: string;
 }
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -191,6 +196,9 @@ export const validateWorker: Validator<WorkerRecord> = (key, v) => {
   if (cd !== null && !isObj(cd)) return { ok: false, error: 'cd must be a mapping or null' };
   const boot = v.boot ?? {};
   if (!isObj(boot)) return { ok: false, error: 'boot must be a mapping' };
+  if (v.incarnation !== undefined && !(typeof v.incarnation === 'string' && /^[0-9a-f]{16}$/.test(v.incarnation))) {
+    return { ok: false, error: 'incarnation must be 16 hex digits' };
+  }
   if (!optStr(boot.menu_default)) return { ok: false, error: 'boot.menu_default must be a string' };
   if (!optNum(boot.menu_timeout)) return { ok: false, error: 'boot.menu_timeout must be a number' };
   if (!optStr(v.default_os)) return { ok: false, error: 'default_os must be a string' };
@@ -221,6 +229,7 @@ export const validateWorker: Validator<WorkerRecord> = (key, v) => {
         menu_timeout: (boot.menu_timeout as number) ?? null,
       },
       created_at: typeof v.created_at === 'string' ? v.created_at : null,
+      ...(typeof v.incarnation === 'string' ? { incarnation: v.incarnation } : {}),
     },
   };
 };

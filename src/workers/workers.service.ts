@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { badRequest, conflict, notFound, unprocessable } from '../common/api-error';
 import { Clock } from '../common/clock';
@@ -396,6 +397,7 @@ export class WorkersService {
       cd,
       boot: { menu_default: boot?.menu_default ?? null, menu_timeout: boot?.menu_timeout ?? null },
       created_at: this.clock.isoNow(),
+      incarnation: randomBytes(8).toString('hex'),
     });
     tx.workers.set(id, w);
     return w;

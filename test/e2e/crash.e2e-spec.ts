@@ -270,6 +270,41 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     expect(new Set(all).size).toBe(all.length);
     await verify(cp, { devices: new Set(['02:5b:00:00:00:01', '02:5b:00:00:00:02']), workers: new Set(['cut']), deleted: new Set(), pairs: new Map([['02:5b:00:00:00:01', 'cut']]) });
   });
+
+  it('a kill between a worker delete and its credential removal: a worker re-created with that id never inherits the secret', async () => {
+    await cp.kill();
+    fs.rmSync(cp.dir, { recursive: true, force: true });
+    cp = new ControlPlane(tempDir('kurrent-crash-cred-'), await freePort());
+    await cp.start();
+    expect((await cp.req('POST', '/workers', { worker_id: 'again' })).status).toBe(201);
+    const first = await cp.req('PUT', '/workers/again/credential', { generate: true });
+    expect(first.status).toBe(200);
+    const credFile = path.join(cp.dir, 'state/nvme-credentials.json');
+    const secretOf = () => JSON.parse(fs.readFileSync(credFile, 'utf8')).credentials.again?.dhchap_key as string | undefined;
+    const oldSecret = secretOf()!;
+    expect(oldSecret).toMatch(/^DHHC-1:/);
+    await cp.kill();
+    // The first change-log append of this process is the delete's commit: it dies right after it.
+    await cp.start('append:ledger.wal@1');
+    await expect(cp.req('DELETE', '/workers/again')).rejects.toThrow();
+    await cp.exited;
+    expect(secretOf()).toBe(oldSecret); // the kill landed between the two writes
+    await cp.start();
+    expect((await cp.req('GET', '/workers/again')).status).toBe(404);
+    expect((await cp.req('POST', '/workers', { worker_id: 'again' })).status).toBe(201);
+    // The leftover is not this worker's: no credential, nothing for /boot-vars, not pushed.
+    const none = await cp.req('GET', '/workers/again/credential');
+    expect(none.status).toBe(404);
+    // The reconciler removes it (audited), and a new issue is a new secret.
+    expect((await cp.req('POST', '/reconcile')).status).toBe(200);
+    expect(secretOf()).toBeUndefined();
+    const del = (await cp.req('GET', '/operations?op=credential.delete')).body.entries;
+    expect(del).toEqual([expect.objectContaining({ worker_id: 'again', client: 'reconciler' })]);
+    const second = await cp.req('PUT', '/workers/again/credential', { generate: true });
+    expect(second.status).toBe(200);
+    expect(secretOf()).not.toBe(oldSecret);
+    expect(second.body.dhchap_key_sha256).not.toBe(first.body.dhchap_key_sha256);
+  });
 });
 
 async function verify(cp: ControlPlane, acked: Acked): Promise<void> {

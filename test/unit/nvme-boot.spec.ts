@@ -29,7 +29,8 @@ describe('NVMe boot variables: the empty answer unless everything is in place', 
     const agents = { cachedCapabilities: () => caps, dataAddress: (a: AgentRecord) => a.iscsi_server } as unknown as AgentsService;
     const store = { get: () => cred } as unknown as CredentialStore;
     const config = { hostNqnBase: 'nqn.2026-07.com.controller', reconcileSeconds: 30 };
-    const credentials = new CredentialsService(store, {} as never, registry, {} as never, {} as never, {} as never, config as never);
+    const ledger = { read: () => ({ workers: new Map([['w1', worker]]) }) };
+    const credentials = new CredentialsService(store, ledger as never, registry, {} as never, {} as never, {} as never, config as never);
     resolver = new DiskVarsResolver(registry, agents, credentials);
   });
 
@@ -45,6 +46,8 @@ describe('NVMe boot variables: the empty answer unless everything is in place', 
     ['the agent was never probed', () => (caps = undefined)],
     ['there is no credential', () => (cred = undefined)],
     ['the credential is revoked', () => (cred!.revoked = true)],
+    // Left by a kill between a worker's delete and its credential's removal, then the id re-created.
+    ['the credential was issued to an earlier worker of the same id', () => (cred!.worker_incarnation = '0123456789abcdef')],
     ['the push is pending', () => (cred!.agents.n1.state = 'pending')],
     ['the agent holds an older key', () => (cred!.agents.n1.key_sha256 = '000000000000')],
     ['the agent does not link the disk', () => (cred!.agents.n1.subsystems = [])],
