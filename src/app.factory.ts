@@ -13,6 +13,11 @@ import { installWebUi } from './common/web-ui';
 import { MetricsService } from './metrics/metrics.service';
 
 export const BODY_LIMIT = 1024 * 1024;
+/**
+ * Path parameters up to this length (Fastify's default, 100, answered longer ones with an
+ * undocumented 404/405): a host NQN may be 223 bytes, and a percent-encoded one three times that.
+ */
+export const MAX_PARAM_LENGTH = 1024;
 
 export { operationId };
 
@@ -68,6 +73,7 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
     AppModule.forRoot(config),
     new FastifyAdapter({
       bodyLimit: BODY_LIMIT,
+      maxParamLength: MAX_PARAM_LENGTH,
       trustProxy: false,
       // No Express-style middleware is used (logging is a Fastify hook): skip middie and its per-request hook.
       skipMiddie: true,

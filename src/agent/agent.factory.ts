@@ -2,7 +2,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
-import { BODY_LIMIT, operationId } from '../app.factory';
+import { BODY_LIMIT, MAX_PARAM_LENGTH, operationId } from '../app.factory';
 import { serveOpenApi } from '../common/openapi-serve';
 import { strictHttp } from '../common/routes';
 import { tidySpec } from '../common/openapi-tidy';
@@ -26,7 +26,7 @@ export function buildAgentOpenApi(app: NestFastifyApplication): OpenAPIObject {
 export async function createAgentApp(config: AgentConfig, opts: { quiet?: boolean } = {}): Promise<NestFastifyApplication> {
   const app = await NestFactory.create<NestFastifyApplication>(
     AgentModule.forRoot(config),
-    new FastifyAdapter({ bodyLimit: BODY_LIMIT }),
+    new FastifyAdapter({ bodyLimit: BODY_LIMIT, maxParamLength: MAX_PARAM_LENGTH }),
     { bufferLogs: true, logger: opts.quiet ? false : undefined, bodyParser: false },
   );
   strictHttp(app.getHttpAdapter().getInstance());

@@ -5,7 +5,9 @@ import { ApiErrors } from '../common/api-errors.decorator';
 import { ClientIp } from '../common/client-ip.decorator';
 import { AgentsService } from './agents.service';
 import {
+  AgentDeletedDto,
   AgentDto,
+  DeleteAgentQueryDto,
   CreateAgentDto,
   ListAgentsQueryDto,
   MastersDto,
@@ -28,7 +30,7 @@ export class AgentsController {
     return this.agents.list(q.live ?? true);
   }
 
-  /** Registers an agent (written to agents.yml, effective at once). */
+  /** Registers an agent (written to agents.yml, effective at once); an id or base_url already registered is a 409. */
   @ApiErrors(400, 409, 'writes')
   @Post('agents')
   create(@Body() body: CreateAgentDto, @ClientIp() client: string): Promise<AgentDto> {
@@ -43,11 +45,21 @@ export class AgentsController {
     return this.agents.probe(body);
   }
 
-  /** Replaces an agent's settings; token "" keeps the current token. */
-  @ApiErrors(400, 404, 'writes')
+  /** Replaces an agent's settings; token "" keeps the current token; another agent's base_url is a 409. */
+  @ApiErrors(400, 404, 409, 'writes')
   @Put('agents/:agent_id')
   update(@Param('agent_id') id: string, @Body() body: UpdateAgentDto, @ClientIp() client: string): Promise<AgentDto> {
     return this.agents.update(id, body, client);
+  }
+
+  /**
+   * Removes an agent from config/agents.yml. Refused (409, naming them) while disks or CDs of
+   * workers live on it, unless force=true; nothing on the agent itself is touched.
+   */
+  @ApiErrors(400, 404, 409, 'writes')
+  @Delete('agents/:agent_id')
+  remove(@Param('agent_id') id: string, @Query() q: DeleteAgentQueryDto, @ClientIp() client: string): Promise<AgentDeletedDto> {
+    return this.agents.remove(id, q.force ?? false, client);
   }
 
   /** Targets on that agent, as the agent reports them. */

@@ -8,6 +8,7 @@ import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, AgentRegistry, normalizeBaseUrl } from './agent-registry';
 import type {
   AgentCapabilitiesDto,
+  AgentDeletedDto,
   AgentDto,
   CreateAgentDto,
   MastersDto,
@@ -106,6 +107,7 @@ export class AgentsService implements OnApplicationBootstrap {
       const agents = this.registry.all();
       if (agents.some((a) => a.id === dto.id)) throw conflict(`agent already exists: ${dto.id}`);
       const rec = this.record(dto.id, dto, '');
+      this.checkAddressFree(rec);
       await this.registry.save([...agents, rec]);
       await this.audit.record('agent.create', { agent: rec.id, base_url: rec.base_url, client });
       return this.view(rec);
@@ -116,10 +118,39 @@ export class AgentsService implements OnApplicationBootstrap {
     return this.store.exclusive(async () => {
       const cur = this.find(rawId);
       const rec = this.record(cur.id, dto, cur.token);
+      this.checkAddressFree(rec);
       await this.registry.save(this.registry.all().map((a) => (a.id === cur.id ? rec : a)));
       if (this.caps.delete(cur.id)) this.capsRevision++;
       await this.audit.record('agent.update', { agent: rec.id, base_url: rec.base_url, enabled: rec.enabled, token_changed: rec.token !== cur.token, client });
       return this.view(rec);
+    });
+  }
+
+  /** Two registrations of one agent would place disks twice over one DISK_DIR. */
+  private checkAddressFree(rec: AgentRecord): void {
+    const other = this.registry.all().find((a) => a.id !== rec.id && a.base_url === rec.base_url);
+    if (other) throw conflict(`base_url: ${rec.base_url} is already the address of agent ${other.id}`);
+  }
+
+  /** DELETE /agents/{id}: the registration only; refused while workers' disks or CDs live there, unless forced. */
+  remove(rawId: string, force: boolean, client: string): Promise<AgentDeletedDto> {
+    return this.store.exclusive(async () => {
+      const cur = this.find(rawId);
+      const left: string[] = [];
+      for (const w of this.store.read().workers.values()) {
+        for (const d of w.disks) if (d.agent === cur.id) left.push(`${w.worker_id}/${d.os}${d.os_version ? `@${d.os_version}` : ''}`);
+        if (w.cd?.agent === cur.id) left.push(`${w.worker_id}/cd`);
+      }
+      left.sort();
+      if (left.length && !force) {
+        const shown = left.slice(0, 10).join(', ') + (left.length > 10 ? `, ... (${left.length} in all)` : '');
+        throw conflict(`agent ${cur.id} holds ${left.length} disk(s)/CD(s) of workers: ${shown}; delete or move them first, or force=true to remove the registration and leave them unbootable`);
+      }
+      await this.registry.save(this.registry.all().filter((a) => a.id !== cur.id));
+      if (this.caps.delete(cur.id)) this.capsRevision++;
+      this.lastProbe.delete(cur.id);
+      await this.audit.record('agent.delete', { agent: cur.id, base_url: cur.base_url, force, targets_left: left.length, client });
+      return { deleted: cur.id, force, targets_left: left };
     });
   }
 

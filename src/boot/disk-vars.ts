@@ -122,12 +122,15 @@ export class DiskVarsResolver {
 
   /**
    * iscsi_server: the agent's iscsi_server, else the host of its base_url. iscsi_sep: the
-   * agent's lio/stgt tag, else its cached capabilities.backend, else stgt.
+   * agent's lio/stgt tag, else its cached capabilities.backend, else stgt; the iSCSI port the
+   * agent reports (capabilities.iscsi_port) goes into it when it is not 3260.
    */
   private agentVars(disk: { agent: string }): Omit<DiskVars, 'base_iqn'> {
     const a = this.registry.get(disk.agent);
     if (!a) return {};
-    const backend = a.tags.includes('lio') ? 'lio' : a.tags.includes('stgt') ? 'stgt' : this.agents.cachedCapabilities(a.id)?.backend;
-    return { iscsi_server: this.agents.dataAddress(a), iscsi_sep: backend === 'lio' ? '::::' : ':::1:' };
+    const caps = this.agents.cachedCapabilities(a.id);
+    const backend = a.tags.includes('lio') ? 'lio' : a.tags.includes('stgt') ? 'stgt' : caps?.backend;
+    const port = caps?.iscsi_port && caps.iscsi_port !== 3260 ? String(caps.iscsi_port) : '';
+    return { iscsi_server: this.agents.dataAddress(a), iscsi_sep: `::${port}:${backend === 'lio' ? '' : '1'}:` };
   }
 }

@@ -137,6 +137,13 @@ export function buildProgram(io: Io, env: NodeJS.ProcessEnv = process.env): Comm
         print(data, () => `${id}: ${enabled ? 'enabled' : 'drained'}\n`);
       });
   }
+  verb(agents, 'delete', 'remove an agent from the registry (refused while workers have disks there)', 'kurrent agents delete st1')
+    .argument('<id>')
+    .option('--force', 'remove it anyway: its disks stay in the ledger, unbootable, until deleted or the agent is added again')
+    .action(async (id: string, o: { force?: boolean }) => {
+      const data = await call(api().DELETE('/agents/{agent_id}', { params: { path: { agent_id: id }, query: o.force ? { force: true } : {} } }));
+      print(data, () => `${data.deleted}: removed${data.targets_left.length ? `; left unbootable: ${data.targets_left.join(', ')}` : ''}\n`);
+    });
   verb(agents, 'luns', "the agent's targets as it lists them", 'kurrent agents luns st1')
     .argument('<id>')
     .action(async (id: string) => {

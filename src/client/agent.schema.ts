@@ -180,6 +180,9 @@ export interface components {
             empty_disk: string;
             /** @description Filesystem of DISK_DIR (btrfs, xfs, ext4, tmpfs, zfs, ...). */
             fs_type: string;
+            /** @description iSCSI port initiators connect to (IPXE_AGENT_ISCSI_PORT: the portal LIO binds; for stgt, the
+             *     port the operator started tgtd on); null on nvmet. The control plane puts it into iscsi-sep. */
+            iscsi_port: number | null;
             kernel: components["schemas"]["KernelFeaturesDto"];
             /** @description The largest disk image (bytes) the filesystem of DISK_DIR can hold, probed at start (at most 64 TiB). */
             max_file_size: number;

@@ -14,7 +14,7 @@ export interface paths {
         /** Agents of config/agents.yml; live=true (default) probes each enabled one in parallel. */
         get: operations["listAgents"];
         put?: never;
-        /** Registers an agent (written to agents.yml, effective at once). */
+        /** Registers an agent (written to agents.yml, effective at once); an id or base_url already registered is a 409. */
         post: operations["createAgent"];
         delete?: never;
         options?: never;
@@ -47,10 +47,12 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Replaces an agent's settings; token "" keeps the current token. */
+        /** Replaces an agent's settings; token "" keeps the current token; another agent's base_url is a 409. */
         put: operations["updateAgent"];
         post?: never;
-        delete?: never;
+        /** Removes an agent from config/agents.yml. Refused (409, naming them) while disks or CDs of
+         *     workers live on it, unless force=true; nothing on the agent itself is touched. */
+        delete: operations["deleteAgent"];
         options?: never;
         head?: never;
         patch?: never;
@@ -744,6 +746,8 @@ export interface components {
             clone: string;
             empty_disk: string;
             fs_type: string;
+            /** @description iSCSI backends: the port initiators connect to (agents before this field: absent, 3260 assumed). */
+            iscsi_port?: number | null;
             /** @description What the storage node's kernel supports; `missing` says what it cannot serve (agents before this field: absent). */
             kernel?: components["schemas"]["AgentKernelFeaturesDto"] | null;
             /** @description nvmet: the NVMe/TCP port and whether it requires TLS (agents before this field: absent). */
@@ -751,6 +755,12 @@ export interface components {
             nvme_tls?: boolean | null;
             persistent: string;
             transport?: string;
+        };
+        AgentDeletedDto: {
+            deleted: string;
+            force: boolean;
+            /** @description Disks and CDs of workers left on the removed agent (`<worker_id>/<os>`, `<worker_id>/cd`). */
+            targets_left: string[];
         };
         AgentDto: {
             base_url: string;
@@ -990,7 +1000,8 @@ export interface components {
             disk_nqn?: string;
             /** @description The worker's host NQN. */
             hostnqn?: string;
-            /** @description root-path separator: stgt `:::1:`, LIO `::::`. */
+            /** @description root-path separator `:<protocol>:<port>:<lun>:`: stgt `:::1:`, LIO `::::`; an agent on another
+             *     iSCSI port than 3260 (capabilities.iscsi_port) puts it between the first colons (`::3261:1:`). */
             iscsi_sep?: string;
             /** @description Data-plane address of that disk's agent. */
             iscsi_server?: string;
@@ -1786,6 +1797,104 @@ export interface operations {
             };
             /** @description Not found. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Conflicts with the current ledger state. Nothing was changed. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description The state directory is not writable (read-only volume). Nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    deleteAgent: {
+        parameters: {
+            query?: {
+                /** @description Remove the registration although disks or CDs of workers live on the agent: they stay in the
+                 *     ledger, unbootable (their agent is unknown), until deleted or the agent is registered again
+                 *     under the same id. Targets and files on the agent are not touched either way. */
+                force?: boolean;
+            };
+            header?: never;
+            path: {
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentDeletedDto"];
+                };
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Conflicts with the current ledger state. Nothing was changed. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

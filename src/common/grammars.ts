@@ -18,8 +18,12 @@ export const MENU_NAME = /^[a-z0-9][a-z0-9.-]{0,62}$/;
 /** The `<base>` of an IQN (iSCSI) or NQN (NVMe) as /boot-vars hands it out (RFC 3720 / NVMe 1.4 names). */
 export const TARGET_BASE = /^(?:iqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9.:-]*[a-z0-9])?|nqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9._:-]*[a-z0-9])?)$/;
 
-/** iPXE's `iscsi-sep`: the LUN part of a sanboot URI (stgt exports LUN 1, LIO LUN 0). */
-export const ISCSI_SEP = /^(?:::::|:::1:)$/;
+/**
+ * iPXE's `iscsi-sep`: `:<protocol>:<port>:<lun>:` between server and target of a sanboot URI,
+ * protocol empty, the port empty for 3260 (else 1-65535), LUN 1 (stgt) or empty (LIO, LUN 0).
+ */
+export const ISCSI_SEP = /^::(?:[1-9]\d{0,4})?:1?:$/;
+const isIscsiSep = (v: string) => ISCSI_SEP.test(v) && !(Number(v.split(':')[2] || 0) > 65535);
 
 /** Bearer tokens: visible ASCII only (they travel in an HTTP header), or a `${ENV}` placeholder. */
 export const TOKEN = /^[\x21-\x7e]{1,512}$/;
@@ -48,12 +52,12 @@ export const TLS_PSK = /^NVMeTLSkey-1:0[12]:[A-Za-z0-9+/]{4,128}={0,2}:$/;
 export const MENU_LABEL = /^[A-Za-z0-9][A-Za-z0-9 ._()-]{0,79}$/;
 
 /**
- * A sanboot root path: `iscsi:<address><sep><iqn>` (sep `::::` or `:::1:`) or
+ * A sanboot root path: `iscsi:<address><sep><iqn>` (sep `::::` or `:::1:`, a port between the first colons) or
  * `nvme://<address>:<port>/<nqn>`, each part under its own grammar.
  */
 export function isRootPath(v: string): boolean {
-  let m = /^iscsi:(.+?)(::::|:::1:)(iqn\..+)$/.exec(v);
-  if (m) return isAddress(m[1]) && m[3].length <= 223 && TARGET_BASE.test(m[3]);
+  let m = /^iscsi:(.+?)(::(?:[1-9]\d{0,4})?:1?:)(iqn\..+)$/.exec(v);
+  if (m) return isAddress(m[1]) && isIscsiSep(m[2]) && m[3].length <= 223 && TARGET_BASE.test(m[3]);
   m = /^nvme:\/\/(.+):(\d{1,5})\/(nqn\..+)$/.exec(v);
   if (m) return isAddress(m[1]) && Number(m[2]) >= 1 && Number(m[2]) <= 65535 && m[3].length <= 223 && NQN.test(m[3]);
   return false;
@@ -68,7 +72,7 @@ const COMMENT = /^[\x20-\x7e]{0,200}$/;
 export const GRAMMARS: Record<GrammarName, (v: string) => boolean> = {
   address: isAddress,
   'target-base': (v) => v.length <= 223 && TARGET_BASE.test(v),
-  'iscsi-sep': (v) => ISCSI_SEP.test(v),
+  'iscsi-sep': isIscsiSep,
   'menu-name': (v) => MENU_NAME.test(v),
   number: (v) => /^\d{1,10}$/.test(v),
   hex64: (v) => HEX64.test(v),

@@ -11,6 +11,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   Agents_create: 'createAgent',
   Agents_probe: 'probeAgent',
   Agents_update: 'updateAgent',
+  Agents_remove: 'deleteAgent',
   Agents_luns: 'listAgentLuns',
   Agents_createDisk: 'createAgentDisk',
   Agents_createCd: 'createAgentCd',

@@ -54,7 +54,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     makeFile(path.join(diskB, '_tpl_ubuntu_2204.img'), 64 << 20, [{ offset: 0, bytes: mbr }]);
     makeFile(path.join(diskB, '_tpl_debian_12.img'), 64 << 20, [{ offset: 0, bytes: mbr }]);
     [agentA, agentB] = await Promise.all([
-      spawnAgent({ IPXE_AGENT_PORT: String(PORT_A), IPXE_AGENT_BACKEND: 'stgt', IPXE_AGENT_TGT_CONTROL_PORT: String(CONTROL), IPXE_AGENT_TOKEN: 'token-a', DISK_DIR: diskA, IPXE_AGENT_STATE_DIR: path.join(dir, 'a/state') }),
+      spawnAgent({ IPXE_AGENT_PORT: String(PORT_A), IPXE_AGENT_BACKEND: 'stgt', IPXE_AGENT_TGT_CONTROL_PORT: String(CONTROL), IPXE_AGENT_ISCSI_PORT: String(CONTROL + 10000), IPXE_AGENT_TOKEN: 'token-a', DISK_DIR: diskA, IPXE_AGENT_STATE_DIR: path.join(dir, 'a/state') }),
       spawnAgent({ IPXE_AGENT_PORT: String(PORT_B), IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(dir, 'b/nvmet'), IPXE_AGENT_TOKEN: 'token-b', DISK_DIR: diskB, IPXE_AGENT_STATE_DIR: path.join(dir, 'b/state') }),
     ]);
     await new Promise<void>((r) => fake.listen(PORT_FAKE, '127.0.0.1', r));
@@ -157,6 +157,43 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect((await t.req('GET', '/agents?live=false')).body.map((a: { id: string }) => a.id)).toEqual(['a', 'b']);
   });
 
+  it('one registration per address; DELETE /agents refused while workers have disks there, force removes the registration only; long host NQNs reach the agent', async () => {
+    await register();
+    const dup = await t.req('POST', '/agents', { id: 'a2', base_url: `http://127.0.0.1:${PORT_A}/`, role: { disk: true } });
+    expect(dup.status).toBe(409);
+    expect(dup.body.message).toBe(`base_url: http://127.0.0.1:${PORT_A} is already the address of agent a`);
+    const moved = await t.req('PUT', '/agents/b', { base_url: `http://127.0.0.1:${PORT_A}`, role: { disk: true } });
+    expect([moved.status, moved.body.message]).toEqual([409, `base_url: http://127.0.0.1:${PORT_A} is already the address of agent a`]);
+    expect(t.read('config/agents.yml')).not.toContain('a2');
+
+    await t.req('POST', '/workers', { worker_id: 'w9' });
+    expect((await t.req('POST', '/workers/w9/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_ubuntu_2204.img', disk_agent: 'a' })).status).toBe(201);
+    const before = t.read('config/agents.yml');
+    const refused = await t.req('DELETE', '/agents/a');
+    expect(refused.status).toBe(409);
+    expect(refused.body.message).toBe('agent a holds 1 disk(s)/CD(s) of workers: w9/ubuntu; delete or move them first, or force=true to remove the registration and leave them unbootable');
+    expect(t.read('config/agents.yml')).toBe(before);
+    expect((await t.req('DELETE', '/agents/nope')).status).toBe(404);
+    // An agent without disks goes at once; the target of w9 on a is never touched by a forced removal.
+    expect((await t.req('DELETE', '/agents/b')).body).toEqual({ deleted: 'b', force: false, targets_left: [] });
+    expect((await t.req('DELETE', '/agents/a?force=true')).body).toEqual({ deleted: 'a', force: true, targets_left: ['w9/ubuntu'] });
+    expect((await t.req('GET', '/agents?live=false')).body).toEqual([]);
+    expect(tgtd.show()).toContain(`${IQN}:w9.ubuntu`);
+    const ops = (await t.req('GET', '/operations?op=agent.delete')).body.entries.map((e: any) => [e.agent, e.force, e.targets_left]);
+    expect(ops).toEqual([
+      ['b', false, 0],
+      ['a', true, 1],
+    ]);
+    // Registered again under its id, the disk is bootable again (and cleaned up by afterEach).
+    await register();
+
+    // A host NQN longer than Fastify's default path-parameter limit (100) is answered by the agent itself.
+    const host = `${NQN}:host.${'w'.repeat(150)}`;
+    const r = await fetch(`http://127.0.0.1:${PORT_B}/nvme/hosts/${host}`, { method: 'DELETE', headers: { authorization: 'Bearer token-b' } });
+    expect(r.status).toBe(404);
+    expect(((await r.json()) as { message: string }).message).toMatch(/host/);
+  });
+
   it('lists live health in parallel: a hanging agent costs one probe timeout, not the list', async () => {
     await register(true);
     await t.req('PUT', '/agents/b', { base_url: `http://127.0.0.1:${PORT_B}`, enabled: false, role: { disk: true } });
@@ -181,7 +218,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect(by.b.masters.map((m: any) => m.name)).toEqual(['_tpl_debian_12.img', '_tpl_ubuntu_2204.img']);
     expect(by.fake).toMatchObject({ masters: [], error: expect.stringContaining('disk on fire') });
     expect((await t.req('GET', '/operations')).body.entries.find((e: any) => e.op === 'master.list')).toMatchObject({ status: 'failed', agent: 'fake' });
-    for (const id of ['a', 'b']) await t.req('PUT', `/agents/${id}`, { base_url: `http://127.0.0.1:${PORT_FAKE + 2}`, role: { disk: true } });
+    for (const [id, off] of [['a', 2], ['b', 3]] as const) expect((await t.req('PUT', `/agents/${id}`, { base_url: `http://127.0.0.1:${PORT_FAKE + off}`, role: { disk: true } })).status).toBe(200);
     expect((await t.req('GET', '/masters')).status).toBe(502);
   });
 
@@ -239,12 +276,15 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect(tgtd.show()).toContain(`${IQN}:w1.ubuntu`);
     expect((await t.req('POST', '/workers/w1/luns/disk', { type: 'empty', os: 'ubuntu', size: '1G', disk_agent: 'a' })).status).toBe(409);
     const bv = await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1&format=json');
-    expect(bv.body).toEqual({ base_iqn: IQN, iscsi_server: '192.168.80.3', iscsi_sep: ':::1:', menu_default: 'reboot', menu_timeout: 1 });
+    // The agent's tgtd listens on another port than 3260: it goes into the separator (`:<proto>:<port>:<lun>:`).
+    expect(bv.body).toEqual({ base_iqn: IQN, iscsi_server: '192.168.80.3', iscsi_sep: `::${CONTROL + 10000}:1:`, menu_default: 'reboot', menu_timeout: 1 });
     expect((await t.req('PUT', '/workers/w1/default-os', { os: 'windows' })).status).toBe(400);
     await t.req('PUT', '/workers/w1/default-os', { os: 'ubuntu', menu_default: 'ubuntu' });
     expect((await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1')).text).toBe(
-      `#!ipxe\n# boot vars for w1\nset base-iqn ${IQN}\nset iscsi-server 192.168.80.3\nset iscsi-sep :::1:\nset menu-default ubuntu\nset menu-timeout 5000\n`,
+      `#!ipxe\n# boot vars for w1\nset base-iqn ${IQN}\nset iscsi-server 192.168.80.3\nset iscsi-sep ::${CONTROL + 10000}:1:\nset menu-default ubuntu\nset menu-timeout 5000\n`,
     );
+    const menu = (await t.req('GET', '/boot-menu?mac=02:00:00:00:00:01&format=json')).body;
+    expect(menu.items[0].root).toBe(`iscsi:192.168.80.3::${CONTROL + 10000}:1:${IQN}:w1.ubuntu`);
     const st = (await t.req('GET', '/workers/w1/status')).body.actual;
     expect(st.disks).toEqual([{ os: 'ubuntu', exists: true, target: { iqn: `${IQN}:w1.ubuntu`, luns: [{ backing: path.join(diskA, 'w1.ubuntu.img') }] } }]);
     const del = await t.req('DELETE', '/workers/w1/luns/disk/UBUNTU?delete_file=true');

@@ -117,7 +117,7 @@ describe('GET /metrics', () => {
     t = await startApp({ IPXE_CP_RECONCILE_SECONDS: '0' });
     const dead = await freePort();
     expect((await t.req('POST', '/agents', { id: 'dead-1', base_url: `http://127.0.0.1:${dead}` })).status).toBe(201);
-    expect((await t.req('POST', '/agents', { id: 'off-1', base_url: `http://127.0.0.1:${dead}`, enabled: false })).status).toBe(201);
+    expect((await t.req('POST', '/agents', { id: 'off-1', base_url: `http://127.0.0.1:${await freePort()}`, enabled: false })).status).toBe(201);
     await t.req('GET', '/agents?live=true');
     await t.req('POST', '/reconcile');
     const { samples: s } = parse((await t.req('GET', '/metrics')).text);

@@ -19,6 +19,7 @@ describe('OpenAPI document', () => {
     // operationIds: <verb><Noun>, camelCase, what generated clients call their functions; stable.
     expect(ops.sort()).toEqual(
       [
+        'DELETE /agents/{agent_id} deleteAgent',
         'DELETE /agents/{agent_id}/luns deleteAgentLun',
         'DELETE /devices/registration-window closeRegistrationWindow',
         'DELETE /devices/{mac} revokeDevice',

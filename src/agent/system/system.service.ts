@@ -33,6 +33,7 @@ export class SystemService implements OnModuleInit {
       empty_disk: 'truncate (sparse)',
       max_file_size: await this.images.maxFileSize(),
       transport: this.backend.transport,
+      iscsi_port: nvme ? null : this.config.iscsiPort,
       nvme_port: nvme ? this.config.nvmePort : null,
     };
   }

@@ -98,6 +98,8 @@ export class AgentCapabilitiesDto {
   clone!: string;
   empty_disk!: string;
   transport?: string;
+  /** iSCSI backends: the port initiators connect to (agents before this field: absent, 3260 assumed). */
+  iscsi_port?: number | null;
   /** nvmet: the NVMe/TCP port and whether it requires TLS (agents before this field: absent). */
   nvme_port?: number | null;
   nvme_tls?: boolean | null;
@@ -154,6 +156,24 @@ export class PassthroughDeleteQueryDto {
   @IsOptional()
   @QueryBool()
   ignore_missing?: boolean = false;
+}
+
+export class DeleteAgentQueryDto {
+  /**
+   * Remove the registration although disks or CDs of workers live on the agent: they stay in the
+   * ledger, unbootable (their agent is unknown), until deleted or the agent is registered again
+   * under the same id. Targets and files on the agent are not touched either way.
+   */
+  @IsOptional()
+  @QueryBool()
+  force?: boolean = false;
+}
+
+export class AgentDeletedDto {
+  deleted!: string;
+  force!: boolean;
+  /** Disks and CDs of workers left on the removed agent (`<worker_id>/<os>`, `<worker_id>/cd`). */
+  targets_left!: string[];
 }
 
 export class PassthroughDeletedDto {

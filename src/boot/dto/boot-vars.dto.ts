@@ -6,7 +6,10 @@ export class BootVarsDto {
   base_iqn?: string;
   /** Data-plane address of that disk's agent. */
   iscsi_server?: string;
-  /** root-path separator: stgt `:::1:`, LIO `::::`. */
+  /**
+   * root-path separator `:<protocol>:<port>:<lun>:`: stgt `:::1:`, LIO `::::`; an agent on another
+   * iSCSI port than 3260 (capabilities.iscsi_port) puts it between the first colons (`::3261:1:`).
+   */
   iscsi_sep?: string;
   /** NVMe/TCP default disk (seed 004): the subsystem NQN. With it, no iSCSI variable is sent. */
   disk_nqn?: string;

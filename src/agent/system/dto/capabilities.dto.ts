@@ -21,6 +21,12 @@ export class CapabilitiesDto {
   max_file_size!: number;
   @ApiProperty({ enum: ['iscsi', 'nvme-tcp'] })
   transport!: string;
+  /**
+   * iSCSI port initiators connect to (IPXE_AGENT_ISCSI_PORT: the portal LIO binds; for stgt, the
+   * port the operator started tgtd on); null on nvmet. The control plane puts it into iscsi-sep.
+   */
+  @ApiProperty({ type: 'integer', nullable: true })
+  iscsi_port!: number | null;
   /** NVMe/TCP listener port (nvmet); null on iSCSI backends. */
   @ApiProperty({ type: 'integer', nullable: true })
   nvme_port!: number | null;
