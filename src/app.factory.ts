@@ -73,7 +73,7 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
     AppModule.forRoot(config),
     new FastifyAdapter({
       bodyLimit: BODY_LIMIT,
-      maxParamLength: MAX_PARAM_LENGTH,
+      routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
       trustProxy: false,
       // No Express-style middleware is used (logging is a Fastify hook): skip middie and its per-request hook.
       skipMiddie: true,

@@ -17,6 +17,27 @@ import * as vm from 'node:vm';
 
 const file = path.join(__dirname, '..', 'bundle', 'kurrent.js');
 const cacheFile = `${file}.cache`;
+const unbundled = path.join(__dirname, 'server.js');
+
+const mtime = (f: string): number | null => {
+  try {
+    return fs.statSync(f).mtimeMs;
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * The bundle is made from dist/src by `npm run build`. Any later `nest build` (start:agent,
+ * `npm run store`, the tests) empties dist/ and compiles dist/src again: the bundle is then
+ * missing, or older than the code beside it. Either way the unbundled code (the same code, a
+ * slower start) is what runs, never a stale bundle and never a refusal.
+ */
+function bundleIsCurrent(): boolean {
+  const b = mtime(file);
+  const src = mtime(unbundled);
+  return b !== null && (src === null || b >= src);
+}
 
 function load(): { exports: { start: () => Promise<void> }; script: vm.Script; cacheUsed: boolean } {
   let source: string;
@@ -52,13 +73,22 @@ function writeCache(script: vm.Script): void {
   }
 }
 
-const { exports: server, script, cacheUsed } = load();
-if (process.argv.includes('--write-code-cache')) {
-  // `npm run build`: the modules' top-level code has run (and been compiled): cache it and stop.
-  writeCache(script);
-  process.exit(0);
+if (!bundleIsCurrent() && mtime(unbundled) !== null && !process.argv.includes('--write-code-cache')) {
+  process.stderr.write(`kurrent: ${path.relative(process.cwd(), file)} is missing or older than dist/src (a nest build ran after npm run build): starting unbundled; \`npm run build\` restores the faster start\n`);
+  void (require(unbundled) as { start: () => Promise<void> }).start();
 } else {
-  void server.start();
-  // After start-up more functions are compiled, so the cache written then covers them too.
-  if (!cacheUsed) setTimeout(() => writeCache(script), 3000).unref();
+  main();
+}
+
+function main(): void {
+  const { exports: server, script, cacheUsed } = load();
+  if (process.argv.includes('--write-code-cache')) {
+    // `npm run build`: the modules' top-level code has run (and been compiled): cache it and stop.
+    writeCache(script);
+    process.exit(0);
+  } else {
+    void server.start();
+    // After start-up more functions are compiled, so the cache written then covers them too.
+    if (!cacheUsed) setTimeout(() => writeCache(script), 3000).unref();
+  }
 }

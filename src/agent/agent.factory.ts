@@ -26,7 +26,7 @@ export function buildAgentOpenApi(app: NestFastifyApplication): OpenAPIObject {
 export async function createAgentApp(config: AgentConfig, opts: { quiet?: boolean } = {}): Promise<NestFastifyApplication> {
   const app = await NestFactory.create<NestFastifyApplication>(
     AgentModule.forRoot(config),
-    new FastifyAdapter({ bodyLimit: BODY_LIMIT, maxParamLength: MAX_PARAM_LENGTH }),
+    new FastifyAdapter({ bodyLimit: BODY_LIMIT, routerOptions: { maxParamLength: MAX_PARAM_LENGTH } }),
     { bufferLogs: true, logger: opts.quiet ? false : undefined, bodyParser: false },
   );
   strictHttp(app.getHttpAdapter().getInstance());

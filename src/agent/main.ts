@@ -3,4 +3,4 @@ import { runMain } from '../common/bootstrap';
 import { loadAgentConfig } from './agent-config';
 import { createAgentApp } from './agent.factory';
 
-void runMain('kurrent-agent', () => loadAgentConfig(process.env), (c) => createAgentApp(c), 'IPXE_AGENT_TOKEN', 'IPXE_AGENT_HOST');
+void runMain('kurrent-agent', () => loadAgentConfig(process.env), (c) => createAgentApp(c), 'IPXE_AGENT_TOKEN', 'IPXE_AGENT_HOST', 'IPXE_AGENT_PORT');

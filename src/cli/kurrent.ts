@@ -6,12 +6,13 @@ import { ago, CliError, exitCodeOf, EXIT, fields, table } from './output';
 
 /**
  * `kurrent`: the operator's CLI, one more client of the REST API (the typed client generated from
- * the spec). Global options: --url / KURRENT_URL, --token / KURRENT_TOKEN, --json, --yes.
+ * the spec). Global options: --url / KURRENT_URL, --token / KURRENT_TOKEN, --request-timeout / KURRENT_REQUEST_TIMEOUT, --json, --yes.
  */
 
 interface Globals {
   url: string;
   token?: string;
+  requestTimeout: number;
   json?: boolean;
   yes?: boolean;
 }
@@ -21,7 +22,7 @@ type Io = { out: (s: string) => void; err: (s: string) => void; isTTY: boolean; 
 const EXIT_HELP = `
 Exit codes: 0 ok, 1 other API error, 2 usage (or a destructive verb without --yes), 3 auth (401/403),
 4 not found, 5 conflict, 6 server error or unreachable.
-Environment: KURRENT_URL (default http://localhost:4839), KURRENT_TOKEN.`;
+Environment: KURRENT_URL (default http://localhost:4839), KURRENT_TOKEN, KURRENT_REQUEST_TIMEOUT (seconds, 30).`;
 
 /** Unwraps an openapi-fetch answer: the data, or a CliError with the API's message and exit code. */
 async function call<T>(p: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
@@ -29,6 +30,7 @@ async function call<T>(p: Promise<{ data?: T; error?: unknown; response: Respons
   try {
     r = await p;
   } catch (e) {
+    if ((e as Error).name === 'TimeoutError') throw new CliError(`the control plane did not answer within the timeout (--request-timeout / KURRENT_REQUEST_TIMEOUT)`, EXIT.server);
     const cause = (e as { cause?: { code?: string; message?: string } }).cause;
     throw new CliError(`cannot reach the control plane: ${cause?.code ?? cause?.message ?? (e as Error).message}`, EXIT.server);
   }
@@ -40,6 +42,10 @@ async function call<T>(p: Promise<{ data?: T; error?: unknown; response: Respons
   return r.data as T;
 }
 
+const seconds = (v: string) => {
+  if (!/^\d+(\.\d+)?$/.test(v) || Number(v) <= 0 || Number(v) > 3600) throw new CliError(`--request-timeout must be a number of seconds between 0 and 3600, got ${JSON.stringify(v)}`, EXIT.usage);
+  return Number(v);
+};
 const list = (v: string) => v.split(',').map((s) => s.trim()).filter(Boolean);
 const int = (name: string) => (v: string) => {
   if (!/^\d+$/.test(v)) throw new CliError(`${name} must be a whole number, got ${JSON.stringify(v)}`, EXIT.usage);
@@ -52,6 +58,7 @@ export function buildProgram(io: Io, env: NodeJS.ProcessEnv = process.env): Comm
     .description('Operate a Kurrent control plane: devices, workers, disks, agents, credentials, audit.')
     .addOption(new Option('--url <url>', 'control plane URL').env('KURRENT_URL').default(env.KURRENT_URL ?? 'http://localhost:4839'))
     .addOption(new Option('--token <token>', 'bearer token (IPXE_CP_TOKEN)').env('KURRENT_TOKEN'))
+    .addOption(new Option('--request-timeout <seconds>', 'give up on a request without an answer after this long').env('KURRENT_REQUEST_TIMEOUT').default(30).argParser(seconds))
     .option('--json', 'print JSON instead of tables (for scripts)')
     .option('-y, --yes', 'do destructive things without asking')
     .addHelpText('after', EXIT_HELP)
@@ -60,7 +67,7 @@ export function buildProgram(io: Io, env: NodeJS.ProcessEnv = process.env): Comm
     .exitOverride();
 
   const g = (): Globals => program.opts<Globals>();
-  const api = (): KurrentClient => createKurrentClient({ baseUrl: g().url, token: g().token });
+  const api = (): KurrentClient => createKurrentClient({ baseUrl: g().url, token: g().token, timeoutMs: g().requestTimeout * 1000 });
   const print = (data: unknown, human: () => string) => io.out(g().json ? JSON.stringify(data, null, 2) + '\n' : human());
   const progress = (s: string) => {
     if (!g().json) io.err(`${s}\n`);

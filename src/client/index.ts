@@ -20,13 +20,22 @@ export interface ClientOptions {
   token?: string;
   /** A fetch to use instead of the global one (tests inject Fastify's). */
   fetch?: (input: Request) => Promise<Response>;
+  /** Abort a request that has no complete answer after this many ms (a TimeoutError); none when absent. */
+  timeoutMs?: number;
+}
+
+/** The given fetch with a deadline per request: a server that never answers cannot hang the caller. */
+function withDeadline(fetchFn: (input: Request) => Promise<Response>, ms: number): (input: Request) => Promise<Response> {
+  return (input) => fetchFn(new Request(input, { signal: AbortSignal.any([input.signal, AbortSignal.timeout(ms)]) }));
 }
 
 export function createKurrentClient(opts: ClientOptions): KurrentClient {
+  const base = opts.fetch ?? ((r: Request) => globalThis.fetch(r));
+  const fetchFn = opts.timeoutMs ? withDeadline(base, opts.timeoutMs) : opts.fetch;
   return createClient<paths>({
     baseUrl: opts.baseUrl.replace(/\/+$/, ''),
     headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
-    ...(opts.fetch ? { fetch: opts.fetch } : {}),
+    ...(fetchFn ? { fetch: fetchFn } : {}),
   });
 }
 

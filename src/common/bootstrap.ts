@@ -1,10 +1,12 @@
 import { INestApplication } from '@nestjs/common';
 import { ConfigError } from '../config/app-config';
 import { LedgerFileError } from '../store/ledger-map';
+import { StateInUseError } from '../store/storage-error';
 
 /**
  * Shared entry point of both processes: validated config or exit 2 naming the variable, a
- * corrupt state file is exit 3 naming file and line, then listen.
+ * corrupt state file is exit 3 naming file and line, a port or state directory in use exit 4
+ * naming it (a message, never a stack), then listen.
  */
 export async function runMain<C extends { port: number; host: string; tls?: unknown; token?: string }>(
   name: string,
@@ -12,6 +14,7 @@ export async function runMain<C extends { port: number; host: string; tls?: unkn
   create: (config: C) => Promise<INestApplication>,
   tokenVar = 'IPXE_CP_TOKEN',
   hostVar = 'IPXE_CP_HOST',
+  portVar = 'IPXE_CP_PORT',
 ): Promise<void> {
   let config: C;
   try {
@@ -40,6 +43,16 @@ export async function runMain<C extends { port: number; host: string; tls?: unkn
     if (e instanceof LedgerFileError) {
       process.stderr.write(`${name}: cannot start: corrupt state file ${e.message}\n`);
       process.exit(3);
+    }
+    if (e instanceof StateInUseError) {
+      process.stderr.write(`${name}: cannot start: ${e.message}\n`);
+      process.exit(4);
+    }
+    const code = (e as NodeJS.ErrnoException | null)?.code;
+    if (code === 'EADDRINUSE' || code === 'EADDRNOTAVAIL' || code === 'EACCES') {
+      const why = code === 'EADDRINUSE' ? 'is already in use by another process' : code === 'EACCES' ? 'may not be bound by this user' : 'is not an address of this machine';
+      process.stderr.write(`${name}: cannot start: ${config.host}:${config.port} ${why} (${code}); choose another with ${portVar} / ${hostVar}\n`);
+      process.exit(4);
     }
     throw e;
   }

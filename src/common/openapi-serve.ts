@@ -12,4 +12,13 @@ export function serveOpenApi(app: NestFastifyApplication, build: (app: NestFasti
   const get = () => (doc ??= build(app));
   registerSchemas(() => get().components?.schemas);
   SwaggerModule.setup('docs', app, get, { jsonDocumentUrl: 'openapi.json', ...(yaml ? { yamlDocumentUrl: 'openapi.yaml' } : {}) });
+  // Swagger UI's page loads its assets relative to /docs (`./docs/swagger-ui.css`): served at
+  // /docs/ the page came up blank. That spelling is sent to the one that works.
+  app
+    .getHttpAdapter()
+    .getInstance()
+    .addHook('onRequest', (req, reply, done) => {
+      if (req.url === '/docs/' || req.url.startsWith('/docs/?')) return void reply.redirect(`/docs${req.url.slice(6)}`, 301);
+      done();
+    });
 }

@@ -10,6 +10,7 @@ import { Mutex } from './mutex';
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
 import { storageFailure } from './storage-error';
 import { StoreSync } from './store-sync';
+import { StateInUseError } from './storage-error';
 import { Database, LOCK } from './pg/database';
 import type { PoolClient } from 'pg';
 
@@ -199,7 +200,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     // Two control planes writing one state directory would undo each other's commits.
     const holder = this.fs.lockSync(this.lockFile);
     if (holder !== null) {
-      throw new LedgerFileError(this.lockFile, 1, `state directory in use by another running control plane (pid ${holder})`);
+      throw new StateInUseError(this.config.stateDir, holder);
     }
     if (this.config.faultInject) this.fs.faultHook = faultHook(this.config.faultInject);
     const swept = this.fs.removeStaleTemps(this.config.stateDir);

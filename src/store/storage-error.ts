@@ -26,3 +26,13 @@ export function storageFailure(e: unknown, file: string): unknown {
   }
   return e;
 }
+
+/** Another running control plane holds the state directory's lock: not a corrupt file, a refusal. */
+export class StateInUseError extends Error {
+  constructor(
+    readonly dir: string,
+    readonly pid: number,
+  ) {
+    super(`state directory ${dir} is in use by another running control plane (pid ${pid}); stop it, or give this one its own IPXE_CP_STATE_DIR`);
+  }
+}

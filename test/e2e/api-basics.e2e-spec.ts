@@ -40,6 +40,14 @@ describe('auth, errors, settings and the audit trail', () => {
       expect(spec.status).toBe(200);
       expect(spec.body.paths['/boot-vars'].get.responses['200'].content['text/plain']).toBeDefined();
       expect((await t.req('GET', '/docs')).status).toBeLessThan(400);
+      // Every asset the page names loads from the page's own URL; /docs/ (relative assets break there) redirects.
+      const fastify = t.app.getHttpAdapter().getInstance();
+      const page = await fastify.inject({ url: '/docs' });
+      const assets = [...page.body.matchAll(/(?:href|src)="([^"]+\.(?:css|js))"/g)].map((m) => new URL(m[1], 'http://cp/docs').pathname);
+      expect(assets.length).toBeGreaterThanOrEqual(3);
+      for (const a of assets) expect([a, (await fastify.inject({ url: a })).statusCode]).toEqual([a, 200]);
+      const slash = await fastify.inject({ url: '/docs/' });
+      expect([slash.statusCode, slash.headers.location]).toEqual([301, '/docs']);
     });
   });
 

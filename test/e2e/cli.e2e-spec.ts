@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { makeFile, spawnAgent, SpawnedAgent } from '../helpers/agent';
 import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
@@ -111,6 +112,17 @@ describe('kurrent CLI', () => {
     expect([missing.code, missing.err]).toEqual([4, 'kurrent: 404: worker not found: nobody\n']);
     const down = await cli(['workers', 'list'], { env: { KURRENT_URL: `http://127.0.0.1:${await freePort()}` } });
     expect([down.code, down.err]).toEqual([6, 'kurrent: cannot reach the control plane: ECONNREFUSED\n']);
+    // A server that accepts and never answers: the request gives up after --request-timeout, it never hangs.
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    try {
+      const hung = await cli(['--request-timeout', '1', 'workers', 'list'], { env: { KURRENT_URL: `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}` } });
+      expect([hung.code, hung.err]).toEqual([6, 'kurrent: the control plane did not answer within the timeout (--request-timeout / KURRENT_REQUEST_TIMEOUT)\n']);
+      const bad = await cli(['--request-timeout', 'soon', 'workers', 'list']);
+      expect(bad.code).toBe(2);
+    } finally {
+      silent.close();
+    }
   });
 
   it('devices: register, import, window, bind, batch bind with preview, key reset, revoke', async () => {

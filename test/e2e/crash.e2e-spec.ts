@@ -228,14 +228,28 @@ describe('crash consistency (kill -9 under a write storm)', () => {
       await cp.start(fault);
       await verify(cp, acked);
     }
-    // A second control plane on the same state directory is refused (exit 3, naming the holder).
+    // A second control plane on the same state directory is refused (exit 4, naming the holder, no stack).
     const second = spawnSync(process.execPath, [MAIN], {
       env: { PATH: process.env.PATH, IPXE_CP_PORT: String(await freePort()), IPXE_CP_HOST: '127.0.0.1', IPXE_CP_STATE_DIR: path.join(cp.dir, 'state'), IPXE_CP_CONFIG_DIR: path.join(cp.dir, 'config'), IPXE_CP_DNSMASQ_DIR: path.join(cp.dir, 'dnsmasq'), IPXE_CP_LOG_LEVEL: 'silent' },
       encoding: 'utf8',
       timeout: 20_000,
     });
-    expect(second.status).toBe(3);
-    expect(second.stderr).toMatch(new RegExp(`kurrent\\.lock:1: state directory in use by another running control plane \\(pid ${cp.proc!.pid}\\)`));
+    expect(second.status).toBe(4);
+    expect(second.stderr).not.toMatch(/^\s+at /m);
+    expect(second.stderr).toContain(`kurrent: cannot start: state directory ${path.join(cp.dir, 'state')} is in use by another running control plane (pid ${cp.proc!.pid}); stop it, or give this one its own IPXE_CP_STATE_DIR\n`);
+    // A port in use: a message naming it and the variable, exit 4, no stack.
+    const busy = net.createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()));
+    const busyPort = (busy.address() as net.AddressInfo).port;
+    const third = spawnSync(process.execPath, [MAIN], {
+      env: { PATH: process.env.PATH, IPXE_CP_PORT: String(busyPort), IPXE_CP_HOST: '127.0.0.1', IPXE_CP_STATE_DIR: tempDir('kurrent-busy-'), IPXE_CP_CONFIG_DIR: path.join(cp.dir, 'config'), IPXE_CP_DNSMASQ_DIR: tempDir('kurrent-busy-dns-'), IPXE_CP_LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    busy.close();
+    expect(third.status).toBe(4);
+    expect(third.stderr).not.toMatch(/^\s+at /m);
+    expect(third.stderr).toContain(`kurrent: cannot start: 127.0.0.1:${busyPort} is already in use by another process (EADDRINUSE); choose another with IPXE_CP_PORT / IPXE_CP_HOST\n`);
     // The injected points were reached (not only random kills).
     expect(injectedKills).toBeGreaterThanOrEqual(6);
     expect(acked.devices.size).toBeGreaterThan(200);
