@@ -61,7 +61,8 @@ export class BindingService {
    * Commits fn's binding changes (with the audit entries fn adds to tx, atomically) and refreshes
    * dhcp-hosts.conf. Must run under the lock. The file is a projection of the ledger: if it cannot
    * be written the change stands and the file is retried (audited as dnsmasq.write, answered with
-   * the storage status saying the change is committed); a failed reload is audited as
+   * the storage status saying the change is committed); the reload is waited for after the lock
+   * is released (coalesced, see DnsmasqService.requestReload); a failed one is audited as
    * dnsmasq.reload (failed) and answers the documented 500 with the file updated.
    */
   async commit<R>(fn: (tx: Tx) => R | Promise<R>, client: string): Promise<R> {
@@ -72,9 +73,9 @@ export class BindingService {
       touched.worker_ids = [...tx.workers.changes.keys()];
       return r;
     });
-    let reloadError: string | undefined;
+    let reload: Promise<string | undefined>;
     try {
-      reloadError = (await this.dnsmasq.sync()).reloadError;
+      reload = (await this.dnsmasq.sync()).reload;
     } catch (e) {
       this.dnsmasq.retryLater();
       const storage = storageFailure(e, this.dnsmasq.file);
@@ -84,8 +85,11 @@ export class BindingService {
       const status = storage instanceof ApiError ? storage.getStatus() : 500;
       throw new ApiError(status, `the change is committed; ${detail}, it is written again every 2 s until it can be`);
     }
-    if (reloadError) {
-      // The change and dhcp-hosts.conf stand (their entries are in); the reload is its own fact.
+    // Waited for once the lock is released (other writers go on meanwhile); a failure is still
+    // this request's answer: the documented 500, the change and dhcp-hosts.conf standing.
+    await this.store.afterRelease(async () => {
+      const reloadError = await reload;
+      if (!reloadError) return;
       await this.audit.record('dnsmasq.reload', {
         status: 'failed',
         error: `dnsmasq reload failed: ${reloadError}`,
@@ -93,7 +97,7 @@ export class BindingService {
         client,
       });
       throw reloadFailed(reloadError);
-    }
+    });
     return result;
   }
 }

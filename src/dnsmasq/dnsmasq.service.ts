@@ -9,9 +9,14 @@ import { LedgerStore } from '../store/ledger.store';
 export interface DnsmasqSyncResult {
   /** The file content changed and was rewritten. */
   changed: boolean;
-  /** Reload error, if the reload failed (the file is already updated then). */
-  reloadError?: string;
+  /**
+   * When it changed: the reload that will make dnsmasq read it, resolving to the error message if
+   * it failed (the file is already updated then). Not awaited under the ledger lock: see reload.
+   */
+  reload: Promise<string | undefined>;
 }
+
+const NO_RELOAD: Promise<undefined> = Promise.resolve(undefined);
 
 /**
  * dnsmasq/dhcp-hosts.conf is a projection of the device ledger: one `mac,hostname` line per bound
@@ -54,13 +59,17 @@ export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
     this.onDisk = text === null ? null : Buffer.from(text);
     // Heal a projection left stale by a crash between the ledger write and this file.
     const r = await this.store.exclusive(() => this.sync());
-    if (r.reloadError) this.log.warn(`dnsmasq reload at start failed: ${r.reloadError}`);
+    const err = await r.reload;
+    if (err) this.log.warn(`dnsmasq reload at start failed: ${err}`);
     // A hand edit of the ledger that changes a binding reaches dnsmasq at once, not at the next
     // API change.
     this.store.onExternalChange(() => {
       this.store
         .exclusive(() => this.sync())
-        .then((s) => s.reloadError && this.log.warn(`dnsmasq reload after a hand edit failed: ${s.reloadError}`))
+        .then(async (s) => {
+          const err = await s.reload;
+          if (err) this.log.warn(`dnsmasq reload after a hand edit failed: ${err}`);
+        })
         .catch((err) => this.log.error({ err }, 'dhcp-hosts.conf could not be rewritten after a hand edit'));
     });
   }
@@ -189,8 +198,9 @@ export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
       this.store
         .exclusive(() => this.sync())
         .then(
-          (r) => {
-            this.log.log(`dhcp-hosts.conf written again after a failed write${r.reloadError ? `; reload failed: ${r.reloadError}` : ''}`);
+          async (r) => {
+            const err = await r.reload;
+            this.log.log(`dhcp-hosts.conf written again after a failed write${err ? `; reload failed: ${err}` : ''}`);
           },
           (err) => {
             this.log.warn(`dhcp-hosts.conf still not writable (${(err as Error).message}); retrying`);
@@ -201,7 +211,10 @@ export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
     this.retryTimer.unref?.();
   }
 
-  /** Rewrites the file when the projection changed, then reloads. Call under the ledger lock. */
+  /**
+   * Rewrites the file when the projection changed and asks for a reload (not awaited: the caller
+   * waits for it after releasing the lock). Call under the ledger lock.
+   */
   async sync(): Promise<DnsmasqSyncResult> {
     this.update();
     const content = this.content();
@@ -210,20 +223,51 @@ export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
       this.written = content.equals(this.onDisk);
       this.onDisk = null;
     }
-    if (this.written) return { changed: false };
+    if (this.written) return { changed: false, reload: NO_RELOAD };
     // Derived from the ledger and re-derived at every start, so no fsync: the rename (or the
     // in-place rewrite) is what dnsmasq needs to never read a half file.
     if (this.config.dnsmasqWriteMode === 'inplace') await this.fs.writeInPlace(this.file, content.toString());
     else await this.fs.writeAtomic(this.file, content, 0o644, { durable: false });
     this.written = true;
-    try {
-      await this.reload();
-      return { changed: true };
-    } catch (e) {
-      const msg = (e as Error).message;
-      this.log.error(`dnsmasq reload failed: ${msg}`);
-      return { changed: true, reloadError: msg };
+    return { changed: true, reload: this.requestReload() };
+  }
+
+  /** The reload in progress, and the one queued behind it (shared by every change made meanwhile). */
+  private reloading: Promise<string | undefined> | null = null;
+  private queued: Promise<string | undefined> | null = null;
+
+  /**
+   * Reloads are coalesced and never hold the ledger lock: a reload can take seconds (`docker exec
+   * ... killall -HUP` is bounded at 10 s), and binding changes go on meanwhile. A change made
+   * while a reload runs may not be in the file that reload makes dnsmasq read, so it waits for
+   * the next one, which every change made during the running one shares: at most two reloads
+   * for any burst of changes.
+   */
+  requestReload(): Promise<string | undefined> {
+    if (this.queued) return this.queued;
+    if (this.reloading) {
+      this.queued = this.reloading.then(() => {
+        this.queued = null;
+        return this.runReload();
+      });
+      return this.queued;
     }
+    return this.runReload();
+  }
+
+  private runReload(): Promise<string | undefined> {
+    const p = this.reload().then(
+      () => undefined,
+      (e: Error) => {
+        this.log.error(`dnsmasq reload failed: ${e.message}`);
+        return e.message;
+      },
+    );
+    this.reloading = p;
+    void p.then(() => {
+      if (this.reloading === p) this.reloading = null;
+    });
+    return p;
   }
 
   private async reload(): Promise<void> {

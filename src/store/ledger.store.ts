@@ -472,9 +472,37 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     return this.devices.version + this.workers.version;
   }
 
-  /** Runs fn under the write lock. */
-  exclusive<R>(fn: () => Promise<R> | R): Promise<R> {
-    return this.lock.run(fn);
+  /** Work queued by afterRelease while the current holder runs (one holder at a time). */
+  private releaseWork: (() => Promise<void>)[] | null = null;
+
+  /**
+   * Runs fn under the write lock, then, with the lock released, what fn queued with afterRelease
+   * (in order; the first failure is this call's failure, after the rest ran).
+   */
+  async exclusive<R>(fn: () => Promise<R> | R): Promise<R> {
+    const work: (() => Promise<void>)[] = [];
+    const r = await this.lock.run(async () => {
+      this.releaseWork = work;
+      try {
+        return await fn();
+      } finally {
+        this.releaseWork = null;
+      }
+    });
+    let failure: unknown = null;
+    for (const w of work) await w().catch((e: unknown) => (failure ??= e));
+    if (failure) throw failure;
+    return r;
+  }
+
+  /**
+   * Defers waiting work (a dnsmasq reload) until the current exclusive() has released the lock, so
+   * no writer waits for it; outside exclusive() it runs at once.
+   */
+  afterRelease(fn: () => Promise<void>): Promise<void> {
+    if (!this.releaseWork) return fn();
+    this.releaseWork.push(fn);
+    return Promise.resolve();
   }
 
   /**

@@ -105,6 +105,33 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
     expect(t.read('dnsmasq/dhcp-hosts.conf')).toBe('');
   });
 
+  it('a slow reload holds no lock: other writes go on meanwhile, and the changes made during it share one more reload', async () => {
+    const dir = tempDir();
+    const marker = path.join(dir, 'reloads');
+    const gate = path.join(dir, 'gate');
+    fs.writeFileSync(gate, ''); // open for the start-up sync
+    // A reload that waits until the test opens the gate (a `docker exec` that takes its time).
+    t = await startApp({ IPXE_CP_DNSMASQ_RELOAD: `command:echo hup >> ${marker}; while [ ! -f ${gate} ]; do sleep 0.05; done` }, { dir });
+    const count = () => (fs.existsSync(marker) ? fs.readFileSync(marker, 'utf8').split('\n').filter(Boolean).length : 0);
+    await t.req('POST', '/devices/import', { entries: Array.from({ length: 11 }, (_, i) => ({ mac: `02:00:00:00:01:${String(i).padStart(2, '0')}` })) });
+    await t.req('POST', '/workers/batch', { count: 11 });
+    const start = count();
+    fs.rmSync(gate);
+    const first = t.req('POST', '/devices/02:00:00:00:01:00/bind?worker_id=worker-01');
+    await waitFor(() => count() === start + 1, 'the first reload to start');
+    // The first bind waits for its reload; the ledger does not: other writes are answered now.
+    expect((await t.req('POST', '/devices', { mac: '02:00:00:00:02:00' })).status).toBe(201);
+    const rest = Array.from({ length: 10 }, (_, i) => t.req('POST', `/devices/02:00:00:00:01:${String(i + 1).padStart(2, '0')}/bind?worker_id=worker-${String(i + 2).padStart(2, '0')}`));
+    // All ten are committed and in dhcp-hosts.conf while the first reload still runs.
+    await waitFor(() => t.read('dnsmasq/dhcp-hosts.conf').split('\n').filter(Boolean).length === 11, 'eleven lines in dhcp-hosts.conf');
+    expect(count()).toBe(start + 1);
+    fs.writeFileSync(gate, '');
+    const answers = await Promise.all([first, ...rest]);
+    expect(answers.map((r) => r.status)).toEqual(Array(11).fill(200));
+    // One reload for the first change, one shared by the ten made while it ran.
+    expect(count()).toBe(start + 2);
+  });
+
   it('docker: runs the real docker client, whose failure (no engine here) is the documented 500', async () => {
     t = await startApp({ IPXE_CP_DNSMASQ_RELOAD: 'docker:ipxe-dnsmasq' });
     await t.req('POST', '/devices', { mac: '02:00:00:00:00:01' });

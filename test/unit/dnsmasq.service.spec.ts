@@ -11,8 +11,11 @@ class FakeRunner extends ProcessRunner {
   calls: string[][] = [];
   signals: [number, string][] = [];
   fail = false;
+  /** While set, a run waits for it (a slow `docker exec`). */
+  gate: Promise<void> | null = null;
   override async run(cmd: string, args: string[]) {
     this.calls.push([cmd, ...args]);
+    if (this.gate) await this.gate;
     if (this.fail) throw new Error('boom');
     return { stdout: '', stderr: '' };
   }
@@ -36,6 +39,12 @@ function setup(env: Record<string, string>) {
     });
   return { svc, fs, runner, put, device, worker };
 }
+
+/** A sync's outcome once its reload has run. */
+const settled = async (r: { changed: boolean; reload: Promise<string | undefined> }) => {
+  const reloadError = await r.reload;
+  return reloadError === undefined ? { changed: r.changed } : { changed: r.changed, reloadError };
+};
 
 describe('DnsmasqService', () => {
   // The service logs failed reloads; these tests provoke them on purpose.
@@ -97,20 +106,44 @@ describe('DnsmasqService', () => {
   it('docker strategy execs killall -HUP in the container, once per change', async () => {
     const s = setup({ IPXE_CP_DNSMASQ_RELOAD: 'docker:ipxe-dnsmasq' });
     await s.put([s.device('02:00:00:00:00:01', 'a')], [s.worker('a')]);
-    expect(await s.svc.sync()).toEqual({ changed: true });
-    expect(await s.svc.sync()).toEqual({ changed: false });
+    expect(await settled(await s.svc.sync())).toEqual({ changed: true });
+    expect(await settled(await s.svc.sync())).toEqual({ changed: false });
     expect(s.runner.calls).toEqual([['docker', 'exec', 'ipxe-dnsmasq', 'killall', '-HUP', 'dnsmasq']]);
+  });
+
+  it('reloads are coalesced: changes made while one runs share the next one, and sync never waits for them', async () => {
+    const s = setup({ IPXE_CP_DNSMASQ_RELOAD: 'docker:ipxe-dnsmasq' });
+    let open!: () => void;
+    s.runner.gate = new Promise<void>((r) => (open = r));
+    await s.put([s.device('02:00:00:00:00:01', 'a')], [s.worker('a')]);
+    const first = await s.svc.sync(); // returns with the reload still running
+    const later = [];
+    for (let i = 2; i <= 6; i++) {
+      await s.put([s.device(`02:00:00:00:00:0${i}`, `w${i}`)], [s.worker(`w${i}`)]);
+      later.push(await s.svc.sync());
+    }
+    expect(later.every((r) => r.changed)).toBe(true);
+    expect(s.runner.calls).toHaveLength(1);
+    expect(new Set(later.map((r) => r.reload)).size).toBe(1); // one queued reload for all five
+    s.runner.gate = null;
+    open();
+    expect(await Promise.all([first.reload, ...later.map((r) => r.reload)])).toEqual([undefined, undefined, undefined, undefined, undefined, undefined]);
+    expect(s.runner.calls).toHaveLength(2);
+    // Idle again: the next change gets a reload of its own.
+    await s.put([s.device('02:00:00:00:00:07', 'w7')], [s.worker('w7')]);
+    expect(await settled(await s.svc.sync())).toEqual({ changed: true });
+    expect(s.runner.calls).toHaveLength(3);
   });
 
   it('pidfile strategy signals the pid read from the file; a bad pidfile is a reload error', async () => {
     const s = setup({ IPXE_CP_DNSMASQ_RELOAD: 'pidfile:/run/dnsmasq.pid' });
     s.fs.files.set('/run/dnsmasq.pid', '4242\n');
     await s.put([s.device('02:00:00:00:00:01', 'a')], [s.worker('a')]);
-    expect(await s.svc.sync()).toEqual({ changed: true });
+    expect(await settled(await s.svc.sync())).toEqual({ changed: true });
     expect(s.runner.signals).toEqual([[4242, 'SIGHUP']]);
     s.fs.files.set('/run/dnsmasq.pid', 'garbage');
     await s.put([s.device('02:00:00:00:00:02', 'b')], [s.worker('b')]);
-    const r = await s.svc.sync();
+    const r = await settled(await s.svc.sync());
     expect(r.changed).toBe(true);
     expect(r.reloadError).toContain('/run/dnsmasq.pid');
     expect(s.fs.files.get('/d/dhcp-hosts.conf')).toContain('02:00:00:00:00:02,b');
@@ -120,7 +153,7 @@ describe('DnsmasqService', () => {
     const s = setup({ IPXE_CP_DNSMASQ_RELOAD: 'command:systemctl reload dnsmasq', IPXE_CP_DNSMASQ_WRITE_MODE: 'inplace' });
     await s.put([s.device('02:00:00:00:00:01', 'a')], [s.worker('a')]);
     s.runner.fail = true;
-    const r = await s.svc.sync();
+    const r = await settled(await s.svc.sync());
     expect(s.runner.calls).toEqual([['/bin/sh', '-c', 'systemctl reload dnsmasq']]);
     expect(r.reloadError).toBe('boom');
     expect(s.fs.writes.filter(([f]) => f === '/d/dhcp-hosts.conf')).toEqual([['/d/dhcp-hosts.conf', 'inplace']]);
