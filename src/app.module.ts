@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
+import { logDestination } from './common/log-destination';
 import { AgentsModule } from './agents/agents.module';
 import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
@@ -38,10 +39,13 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         LoggerModule.forRoot({
-          pinoHttp: {
-            level: config.logLevel,
-            redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-          },
+          pinoHttp: [
+            {
+              level: config.logLevel,
+              redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+            },
+            logDestination(),
+          ],
           // No per-request middleware: even an excluded route pays for the middleware layer on
           // every boot. Access logs come from one Fastify onResponse hook instead (app.factory).
           forRoutes: [],

@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
+import { logDestination } from '../common/log-destination';
 import { REDACT_PATHS } from '../app.module';
 import { AuthGuard, BEARER_TOKEN } from '../common/auth.guard';
 import { AllExceptionsFilter } from '../common/exception.filter';
@@ -48,7 +49,7 @@ export class AgentModule {
       module: AgentModule,
       imports: [
         LoggerModule.forRoot({
-          pinoHttp: { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+          pinoHttp: [{ level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, logDestination()],
           forRoutes: [],
         }),
       ],

@@ -2,6 +2,7 @@ import { INestApplication } from '@nestjs/common';
 import { ConfigError } from '../config/app-config';
 import { LedgerFileError } from '../store/ledger-map';
 import { StateInUseError } from '../store/storage-error';
+import { tolerateStdioErrors } from './log-destination';
 
 /**
  * Shared entry point of both processes: validated config or exit 2 naming the variable, a
@@ -16,6 +17,7 @@ export async function runMain<C extends { port: number; host: string; tls?: unkn
   hostVar = 'IPXE_CP_HOST',
   portVar = 'IPXE_CP_PORT',
 ): Promise<void> {
+  tolerateStdioErrors();
   let config: C;
   try {
     config = load();

@@ -7,6 +7,7 @@ import { CredentialStore } from '../credentials/credential-store';
 import { ReconcilerService } from '../reconciler/reconciler.service';
 import { SettingsService } from '../settings/settings.service';
 import { StoreSync } from '../store/store-sync';
+import { logWriteFailures } from '../common/log-destination';
 import { LedgerStore } from '../store/ledger.store';
 
 interface RouteStats {
@@ -145,6 +146,14 @@ export class MetricsService implements OnModuleInit {
       registers: r,
       collect() {
         this.set(started);
+      },
+    });
+    new Gauge({
+      name: 'kurrent_log_write_failures_total',
+      help: 'Log lines that could not be written (a full or failing log disk): dropped, never fatal.',
+      registers: r,
+      collect() {
+        this.set(logWriteFailures());
       },
     });
     const sync = this.sync;

@@ -8,9 +8,8 @@ import { FileSystem } from './file-system';
 import { LedgerFileError, LedgerMap, lineOfKey } from './ledger-map';
 import { Mutex } from './mutex';
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
-import { storageFailure } from './storage-error';
 import { StoreSync } from './store-sync';
-import { StateInUseError } from './storage-error';
+import { isStorageFailure, StateInUseError, storageFailure } from './storage-error';
 import { Database, LOCK } from './pg/database';
 import type { PoolClient } from 'pg';
 
@@ -211,8 +210,14 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     records.forEach((r, i) => this.replay(r, i + 1));
     // Commits whose audit entries a kill kept out of operations.jsonl: written before the log is emptied.
     const carried = records.flatMap((r) => (r.a ?? []) as AuditEntry[]);
-    if (carried.length && this.audit) await this.audit.recover(carried);
     this.walAuditMax = Math.max(0, ...carried.map((e) => e.id));
+    if (carried.length && this.audit) {
+      // On a full disk they stay in the change log (the checkpoint keeps it until they are written).
+      await this.audit.recover(carried).catch((e: unknown) => {
+        if (!isStorageFailure(e)) throw e;
+        this.log.warn(`${carried.length} audit entr(ies) of committed changes wait in the change log: ${(e as Error).message}`);
+      });
+    }
     const { dangling, double } = this.violations(this.devices, this.workers);
     if (double.length) throw this.doubleBinding(double[0], this.fs.readTextSync(this.devices.file) ?? '');
     const fixed = new Map(dangling.map((mac) => [mac, this.devices.get(mac)!] as const));
@@ -220,7 +225,11 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     for (const [mac, d] of fixed) this.devices.replay(mac, d);
     if (records.length || dangling.length) {
       this.log.log(`replayed ${records.length} change-log record(s), repaired ${dangling.length} binding(s)`);
-      await this.checkpointLocked();
+      // A full or read-only state disk must not keep the control plane from starting: every commit
+      // is in the change log, boots are answered from memory, writes answer 507/503 until it is fixed.
+      await this.checkpointLocked().catch((e: unknown) => {
+        this.log.warn(`checkpoint at start failed (${(e as Error).message}); the change log keeps every commit, retried every 5 s`);
+      });
     }
   }
 
