@@ -12,5 +12,6 @@ import { IpxeScriptsService } from './ipxe-scripts.service';
   imports: [SettingsModule, AgentsModule, CredentialsModule],
   controllers: [BootController],
   providers: [BootService, DiskVarsResolver, ChallengeService, IpxeScriptsService],
+  exports: [BootService],
 })
 export class BootModule {}

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnModuleInit } from '@nestjs/common';
 import { badRequest } from '../common/api-error';
 import { Clock } from '../common/clock';
 import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
@@ -43,7 +43,7 @@ const cacheableRaw = (v: unknown): v is string | undefined => v === undefined ||
  * ledger), answered on the hot path of every boot.
  */
 @Injectable()
-export class BootService {
+export class BootService implements OnModuleInit {
   constructor(
     private readonly store: LedgerStore,
     private readonly settings: SettingsService,
@@ -64,20 +64,51 @@ export class BootService {
   private readonly refused = new OncePer(Infinity);
 
   /**
-   * Rendered answers by (route, format, raw mac, raw hostname), valid while the inputs' revision
-   * is unchanged: the ledger's records (not report telemetry), the settings, the agent registry,
-   * the cached capabilities, the credentials and their push states. Every change to any of them
-   * empties it, so an answer is never older than the state it was rendered from (bench:boot:
-   * rendering was most of the request's own cost). Not used while signature enforcement is on
-   * (each answer then depends on a one-time nonce); refusals and errors are never cached.
-   * Layout: answers[route][format] -> raw mac -> raw hostname -> answer.
+   * Rendered answers by (route, format, raw mac, raw hostname). Ledger changes drop exactly the
+   * answers that depend on what changed (LedgerStore.onBootChange: a device's state or binding, a
+   * worker, the names workers answer to), so report telemetry, or a registration elsewhere in the
+   * fleet, or another control plane's commits, leave the rest of the cache alone; any change of
+   * the settings, the agent registry, the cached capabilities or the credentials (rare, and wide)
+   * empties it, as does a load, replay or hand edit of the ledger. An answer is never older than
+   * the state it was rendered from (bench:boot: rendering was most of the request's own cost).
+   * Not used while signature enforcement is on (each answer then depends on a one-time nonce);
+   * refusals and errors are never cached.
+   * Layout: answers[route][format] -> raw mac -> raw hostname -> answer; deps: `d:<mac>`,
+   * `w:<worker id>`, `h:<name>` -> the slots whose answer read it.
    */
   private readonly answers: Record<ChallengeUse, Record<'ipxe' | 'json', AnswerMap>> = { vars: { ipxe: new Map(), json: new Map() }, menu: { ipxe: new Map(), json: new Map() } };
   private answersRevision = -1;
   private answersSize = 0;
+  private readonly deps = new Map<string, [Map<string | undefined, string | object>, string | undefined][]>();
+  private depRefs = 0;
+  /** Bumped by a full ledger change (load, replay, hand edit). */
+  private ledgerEpoch = 0;
+  /** Answers served from the cache and rendered (GET /metrics). */
+  readonly cacheStats = { hits: 0, misses: 0 };
+
+  onModuleInit(): void {
+    this.store.onBootChange((c) => {
+      if (c.full) {
+        this.ledgerEpoch++;
+        return;
+      }
+      for (const m of c.macs) this.drop(`d:${m}`);
+      for (const w of c.workers) this.drop(`w:${w}`);
+      for (const h of c.hostnames) this.drop(`h:${h}`);
+    });
+  }
+
+  private drop(key: string): void {
+    const refs = this.deps.get(key);
+    if (!refs) return;
+    this.deps.delete(key);
+    this.depRefs -= refs.length;
+    for (const [slot, host] of refs) if (slot.delete(host)) this.answersSize--;
+  }
 
   private revision(): number {
-    return this.store.bootRevision() + this.settings.revision + this.disks.revision();
+    this.store.refreshForBoot(); // a hand edit is a full change: it bumps ledgerEpoch
+    return this.ledgerEpoch + this.settings.revision + this.disks.revision();
   }
 
   /**
@@ -89,8 +120,10 @@ export class BootService {
     if ((format !== 'ipxe' && format !== 'json') || !cacheableRaw(rawMac) || !cacheableRaw(rawHostname)) return null;
     if (this.settings.signatureEnforcement) return null;
     const rev = this.revision();
-    if (rev !== this.answersRevision || this.answersSize >= ANSWER_CACHE_MAX) {
+    if (rev !== this.answersRevision || this.answersSize >= ANSWER_CACHE_MAX || this.depRefs >= 4 * ANSWER_CACHE_MAX) {
       for (const byFormat of Object.values(this.answers)) for (const m of Object.values(byFormat)) m.clear();
+      this.deps.clear();
+      this.depRefs = 0;
       this.answersRevision = rev;
       this.answersSize = 0;
     }
@@ -103,13 +136,40 @@ export class BootService {
     return slot;
   }
 
-  private remember<T extends string | object>(slot: Map<string | undefined, string | object> | null, rawHostname: unknown, answer: T): T {
+  private remember<T extends string | object>(slot: Map<string | undefined, string | object> | null, rawMac: unknown, rawHostname: unknown, answer: T): T {
+    this.cacheStats.misses++;
     // A promise only comes from signature enforcement, whose answers are never cached.
     if (slot !== null && answer !== REFUSED_SCRIPT && answer !== REFUSED_JSON && !(answer instanceof Promise)) {
-      slot.set(rawHostname as string | undefined, typeof answer === 'object' ? Object.freeze(answer) : answer);
+      const host = rawHostname as string | undefined;
+      slot.set(host, typeof answer === 'object' ? Object.freeze(answer) : answer);
       this.answersSize++;
+      for (const key of this.dependencies(rawMac, rawHostname)) {
+        let refs = this.deps.get(key);
+        if (!refs) this.deps.set(key, (refs = []));
+        refs.push([slot, host]);
+        this.depRefs++;
+      }
     }
     return answer;
+  }
+
+  /** What an answer for these raw values read from the ledger: see resolve. */
+  private dependencies(rawMac: unknown, rawHostname: unknown): string[] {
+    const out: string[] = [];
+    const store = this.store.read();
+    const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    if (mac) {
+      out.push(`d:${mac}`);
+      const bound = store.devices.get(mac)?.bound_worker_id;
+      if (bound) out.push(`w:${bound}`);
+    }
+    const host = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
+    if (host) {
+      out.push(`h:${host}`);
+      const id = store.workers.has(host) ? host : store.workerIdByHostname().get(host);
+      if (id) out.push(`w:${id}`);
+    }
+    return out;
   }
 
   /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
@@ -126,8 +186,11 @@ export class BootService {
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootVarsDto> {
     const slot = this.answerSlot('vars', rawMac, rawHostname, format);
     const hit = slot?.get(rawHostname as string | undefined);
-    if (hit !== undefined) return hit as string | BootVarsDto;
-    return this.remember(slot, rawHostname, this.renderVars(rawMac, rawHostname, format, nonce, sig));
+    if (hit !== undefined) {
+      this.cacheStats.hits++;
+      return hit as string | BootVarsDto;
+    }
+    return this.remember(slot, rawMac, rawHostname, this.renderVars(rawMac, rawHostname, format, nonce, sig));
   }
 
   private renderVars(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<string | BootVarsDto> {
@@ -172,8 +235,11 @@ export class BootService {
   bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootMenuDto> {
     const slot = this.answerSlot('menu', rawMac, rawHostname, format);
     const hit = slot?.get(rawHostname as string | undefined);
-    if (hit !== undefined) return hit as string | BootMenuDto;
-    return this.remember(slot, rawHostname, this.renderMenu(rawMac, rawHostname, format, nonce, sig));
+    if (hit !== undefined) {
+      this.cacheStats.hits++;
+      return hit as string | BootMenuDto;
+    }
+    return this.remember(slot, rawMac, rawHostname, this.renderMenu(rawMac, rawHostname, format, nonce, sig));
   }
 
   private renderMenu(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<string | BootMenuDto> {

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AgentsModule } from '../agents/agents.module';
+import { BootModule } from '../boot/boot.module';
 import { CredentialsModule } from '../credentials/credentials.module';
 import { ReconcilerModule } from '../reconciler/reconciler.module';
 import { SettingsModule } from '../settings/settings.module';
@@ -7,7 +8,7 @@ import { MetricsController } from './metrics.controller';
 import { MetricsService } from './metrics.service';
 
 @Module({
-  imports: [SettingsModule, AgentsModule, CredentialsModule, ReconcilerModule],
+  imports: [SettingsModule, AgentsModule, CredentialsModule, ReconcilerModule, BootModule],
   controllers: [MetricsController],
   providers: [MetricsService],
   exports: [MetricsService],

@@ -7,6 +7,7 @@ import { CredentialStore } from '../credentials/credential-store';
 import { ReconcilerService } from '../reconciler/reconciler.service';
 import { SettingsService } from '../settings/settings.service';
 import { StoreSync } from '../store/store-sync';
+import { BootService } from '../boot/boot.service';
 import { logWriteFailures } from '../common/log-destination';
 import { LedgerStore } from '../store/ledger.store';
 
@@ -51,6 +52,7 @@ export class MetricsService implements OnModuleInit {
     private readonly audit: AuditService,
     private readonly reconciler: ReconcilerService,
     private readonly sync: StoreSync,
+    private readonly boot: BootService,
   ) {}
 
   onModuleInit(): void {
@@ -146,6 +148,17 @@ export class MetricsService implements OnModuleInit {
       registers: r,
       collect() {
         this.set(started);
+      },
+    });
+    const boot = this.boot;
+    new Gauge({
+      name: 'kurrent_boot_answer_cache_total',
+      help: 'Boot answers (/boot-vars, /boot-menu) served from the answer cache (hit) or rendered (miss).',
+      labelNames: ['result'],
+      registers: r,
+      collect() {
+        this.set({ result: 'hit' }, boot.cacheStats.hits);
+        this.set({ result: 'miss' }, boot.cacheStats.misses);
       },
     });
     new Gauge({

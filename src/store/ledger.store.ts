@@ -127,6 +127,17 @@ const obj = <T>(m: Map<string, T | undefined>): Record<string, T | null> => {
   return o;
 };
 
+/** See LedgerStore.onBootChange. */
+export interface BootChange {
+  full: boolean;
+  macs: string[];
+  workers: string[];
+  hostnames: string[];
+}
+
+/** The part of a device record a boot answer depends on. */
+const bootFieldsOf = (d: DeviceRecord | undefined): string => (d ? `${d.state}\0${d.bound_worker_id ?? ''}` : '');
+
 /**
  * The file ledger. devices.yml and workers.yml are held in memory; every commit is first one
  * fdatasync'ed record in state/ledger.wal (the commit point, so a commit is all-or-nothing
@@ -472,13 +483,9 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     return this;
   }
 
-  /**
-   * Changes whenever a device or worker record changes (commits, replays, hand edits picked up by
-   * read()), but not on report telemetry (last_seen, fingerprint), which no boot answer contains.
-   */
-  bootRevision(): number {
+  /** Picks up hand edits (at most every 200 ms) so that onBootChange listeners hear of them. */
+  refreshForBoot(): void {
     this.read();
-    return this.devices.version + this.workers.version;
   }
 
   /** Work queued by afterRelease while the current holder runs (one holder at a time). */
@@ -657,6 +664,9 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
 
   /** Updates the indexes and the feed with a commit's changes, before they are applied. */
   private noteChanges(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>): void {
+    const macs: string[] = [];
+    const workers: string[] = [];
+    const names: string[] = [];
     for (const [k, next] of d) {
       const prev = this.devices.get(k);
       if (this.bindIdx) {
@@ -665,6 +675,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
       }
       if (this.pooledN !== null) this.pooledN += (next?.state === 'pooled' ? 1 : 0) - (prev?.state === 'pooled' ? 1 : 0);
       if (!this.feed.full) this.feed.d.add(k);
+      if (bootFieldsOf(prev) !== bootFieldsOf(next)) macs.push(k);
     }
     for (const [k, next] of w) {
       const prev = this.workers.get(k);
@@ -673,7 +684,26 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
         if (next) this.hostIdx.set(next.hostname, k);
       }
       if (!this.feed.full) this.feed.w.add(k);
+      if (prev === next || (prev && next && JSON.stringify(prev) === JSON.stringify(next))) continue;
+      workers.push(k);
+      // A worker answers to its id and its hostname: both name lookups may change.
+      names.push(k);
+      if (prev) names.push(prev.hostname);
+      if (next) names.push(next.hostname);
     }
+    if (macs.length || workers.length) for (const fn of this.bootListeners) fn({ full: false, macs, workers, hostnames: names });
+  }
+
+  private readonly bootListeners: ((c: BootChange) => void)[] = [];
+
+  /**
+   * What boot answers depend on changed: the devices whose state or binding changed, the workers
+   * that changed (and the names they answer to), or everything (`full`: a load, a replay, a hand
+   * edit). Report telemetry (last_seen, fingerprints), which no boot answer contains, is not a
+   * change here, whichever control plane wrote it.
+   */
+  onBootChange(fn: (c: BootChange) => void): void {
+    this.bootListeners.push(fn);
   }
 
   /** After a load, replay or hand edit: indexes rebuild on next use, the projection re-derives. */
@@ -682,6 +712,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     this.hostIdx = null;
     this.pooledN = null;
     this.feed = { full: true, d: new Set(), w: new Set() };
+    for (const fn of this.bootListeners) fn({ full: true, macs: [], workers: [], hostnames: [] });
   }
 
   /** Writes both YAML files from memory and empties the change log. Under the lock. */

@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { BootService } from '../../src/boot/boot.service';
 import { itFiles, startApp, TestApp } from '../helpers/app';
 
 const EMPTY = '#!ipxe\n# no per-worker boot vars found\n';
@@ -101,6 +102,35 @@ describe('GET /boot-vars (section 5)', () => {
       '#!ipxe\n# boot vars for worker-01\nset base-iqn iqn.2026-08.com.other\nset menu-default ubuntu\nset menu-timeout 5000\n',
     );
     expect((await t.req('PUT', '/workers/worker-01/default-os', { os: 'windows' })).status).toBe(400);
+  });
+
+  it('the answer cache drops only what a change touches: telemetry and registrations leave cached answers; a worker or binding change refreshes its own', async () => {
+    await seed({ IPXE_CP_AUTO_REGISTER: 'true' });
+    await t.req('PUT', '/workers/w2/mac', { mac: '00:0c:29:b9:8b:2e' });
+    const stats = t.app.get(BootService).cacheStats;
+    const a = '?mac=00:0c:29:b9:8b:2d';
+    const b = '?hostname=pc-2';
+    const first = [(await get(a)).text, (await get(b)).text];
+    const misses = stats.misses;
+    // Report telemetry of both devices, a new device registered, a worker created elsewhere.
+    for (const mac of ['00:0c:29:b9:8b:2d', '00:0c:29:b9:8b:2e', '00:0c:29:b9:8b:99']) expect((await t.req('GET', `/devices/report?mac=${mac}&serial=S1`)).status).toBe(200);
+    expect((await t.req('GET', '/devices/00:0c:29:b9:8b:99')).body.state).toBe('pooled');
+    await t.req('POST', '/workers', { worker_id: 'w3' });
+    const hits = stats.hits;
+    expect([(await get(a)).text, (await get(b)).text]).toEqual(first);
+    expect([stats.hits - hits, stats.misses - misses]).toEqual([2, 0]);
+    // w2's boot menu changed: its answers by name and by MAC are rendered again, worker-01's is not.
+    expect((await get('?mac=00:0c:29:b9:8b:2e')).text).toBe(first[1]);
+    expect((await t.req('PUT', '/workers/w2/default-os', { menu_default: 'shell' })).status).toBe(200);
+    const shell = '#!ipxe\n# boot vars for pc-2\nset menu-default shell\nset menu-timeout 5000\n';
+    const m0 = stats.misses;
+    expect([(await get(b)).text, (await get('?mac=00:0c:29:b9:8b:2e')).text, (await get(a)).text]).toEqual([shell, shell, first[0]]);
+    expect(stats.misses - m0).toBe(2);
+    // worker-01's device unbound: its answer goes, and nothing else was rendered again.
+    const before = stats.misses;
+    expect((await t.req('DELETE', '/devices/00:0c:29:b9:8b:2d/bind')).status).toBe(200);
+    expect((await get(a)).text).toBe('#!ipxe\n# boot vars for 00:0c:29:b9:8b:2d (pooled, waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 1\n');
+    expect(stats.misses - before).toBe(1);
   });
 
   it('400 for a malformed MAC or an unknown format', async () => {

@@ -4,6 +4,7 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from 'pg';
+import { BootService } from '../../src/boot/boot.service';
 import { Database } from '../../src/store/pg/database';
 import { freePort, startApp, tempDir } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
@@ -467,6 +468,48 @@ describe('two control planes on one PostgreSQL', () => {
       let back = 0;
       for (const end = Date.now() + 10_000; Date.now() < end && back !== 200; await sleep(100)) back = (await nb.req('GET', '/healthz')).status;
       expect(back).toBe(200);
+    } finally {
+      await nb.close();
+      await na.close();
+    }
+  });
+
+  it("another control plane's telemetry and registrations leave this one's cached boot answers; its binding change refreshes exactly the one it touches", async () => {
+    const url = pg.createDb('answer_cache');
+    const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_AUTO_REGISTER: 'true', IPXE_CP_REPORT_FLUSH_MS: '20' };
+    const na = await startApp({ ...env, IPXE_CP_NODE_ID: 'cache-a' });
+    const nb = await startApp({ ...env, IPXE_CP_NODE_ID: 'cache-b' });
+    try {
+      const macs = ['02:00:00:00:0f:a1', '02:00:00:00:0f:a2'];
+      for (const [i, m] of macs.entries()) {
+        await na.req('POST', '/devices', { mac: m });
+        await na.req('POST', '/workers', { worker_id: `cw${i}`, mac: m });
+      }
+      const seen = async (m: string, text: string) => {
+        for (const end = Date.now() + 10_000; Date.now() < end; await sleep(20)) if ((await nb.req('GET', `/boot-vars?mac=${m}`)).text.includes(text)) return;
+        throw new Error(`b never answered ${text} for ${m}`);
+      };
+      await seen(macs[0], 'boot vars for cw0');
+      await seen(macs[1], 'boot vars for cw1');
+      const stats = nb.app.get(BootService).cacheStats;
+      // a: a boot storm's telemetry of both devices, and new devices registering.
+      for (let i = 0; i < 20; i++) {
+        for (const m of macs) await na.req('GET', `/devices/report?mac=${m}&serial=S${i}`);
+        await na.req('GET', `/devices/report?mac=02:00:00:00:0e:${(0x10 + i).toString(16)}`);
+      }
+      // b has caught up with all of it (the last registration is visible there) ...
+      for (const end = Date.now() + 10_000; Date.now() < end && (await nb.req('GET', '/devices/02:00:00:00:0e:23')).status !== 200; ) await sleep(20);
+      for (const end = Date.now() + 10_000; Date.now() < end && (await nb.req('GET', `/devices/${macs[0]}`)).body.fingerprint?.serial !== 'S19'; ) await sleep(20);
+      const [h0, m0] = [stats.hits, stats.misses];
+      // ... and still answers both from its cache.
+      for (const m of macs) await nb.req('GET', `/boot-vars?mac=${m}`);
+      expect([stats.hits - h0, stats.misses - m0]).toEqual([2, 0]);
+      // a unbinds the first device: b renders that one again, and only that one.
+      expect((await na.req('DELETE', `/devices/${macs[0]}/bind`)).status).toBe(200);
+      await seen(macs[0], 'pooled, waiting to be bound');
+      const m1 = stats.misses;
+      expect((await nb.req('GET', `/boot-vars?mac=${macs[1]}`)).text).toContain('boot vars for cw1');
+      expect(stats.misses).toBe(m1);
     } finally {
       await nb.close();
       await na.close();
