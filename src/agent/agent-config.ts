@@ -1,3 +1,4 @@
+import { BASE_IQN, BASE_NQN } from '../common/grammars';
 import * as path from 'node:path';
 import { ConfigError } from '../config/app-config';
 
@@ -33,8 +34,6 @@ export class AgentConfig {
 
 type Env = Record<string, string | undefined>;
 
-const IQN = /^iqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*[a-z0-9](:[a-z0-9][a-z0-9._-]*)?$/;
-const NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*[a-z0-9](:[a-z0-9][a-z0-9._-]*)?$/;
 
 function int(env: Env, name: string, dflt: number, min: number, max: number): number {
   const raw = env[name];
@@ -59,11 +58,11 @@ export function loadAgentConfig(env: Env, cwd = process.cwd()): AgentConfig {
   c.diskDir = path.resolve(cwd, env.DISK_DIR || env.IPXE_AGENT_DISK_DIR || 'images');
   c.stateDir = path.resolve(cwd, env.IPXE_AGENT_STATE_DIR || 'agent-state');
   c.baseIqn = (env.IPXE_AGENT_BASE_IQN || 'iqn.2026-07.com.controller').trim();
-  if (!IQN.test(c.baseIqn) || c.baseIqn.includes(':')) {
+  if (!BASE_IQN.test(c.baseIqn)) {
     throw new ConfigError(`IPXE_AGENT_BASE_IQN must look like iqn.2026-07.com.example, got ${JSON.stringify(c.baseIqn)}`);
   }
   c.baseNqn = (env.IPXE_AGENT_BASE_NQN || 'nqn.2026-07.com.controller').trim();
-  if (!NQN.test(c.baseNqn) || c.baseNqn.includes(':')) {
+  if (!BASE_NQN.test(c.baseNqn)) {
     throw new ConfigError(`IPXE_AGENT_BASE_NQN must look like nqn.2026-07.com.example, got ${JSON.stringify(c.baseNqn)}`);
   }
   c.masterScanMs = int(env, 'IPXE_AGENT_MASTER_SCAN_SECONDS', 30, 1, 86_400) * 1000;

@@ -20,12 +20,18 @@ export interface AgentRecord {
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** `http(s)://host[:port]` without a trailing slash, or null. */
+/** What a base_url must be, as every refusal says it. */
+export const BASE_URL_RULE = 'base_url must be http(s)://<unicast IPv4, [IPv6] or ASCII DNS name>[:port 1-65535], without path, credentials, query or fragment';
+
 export function normalizeBaseUrl(raw: unknown): string | null {
-  if (typeof raw !== 'string' || !/^https?:\/\//i.test(raw.trim())) return null;
+  // ASCII only: an internationalised name is written in its punycode form (xn--...).
+  if (typeof raw !== 'string' || !/^https?:\/\/[\x21-\x7e]+$/i.test(raw.trim())) return null;
   try {
     const u = new URL(raw.trim());
-    // The host doubles as the default data-plane address in boot scripts: same grammar.
-    if (!u.hostname || !isAddress(u.hostname) || u.username || u.password || u.search || u.hash) return null;
+    // The host doubles as the default data-plane address in boot scripts: same grammar. The API
+    // is at the root of the agent: no path; a port, if given, is a real one.
+    if (!u.hostname || !isAddress(u.hostname) || u.username || u.password || u.search || u.hash || raw.includes('?') || raw.includes('#')) return null;
+    if (u.pathname !== '/' || (u.port !== '' && !(Number(u.port) >= 1 && Number(u.port) <= 65535))) return null;
     return u.toString().replace(/\/+$/, '');
   } catch {
     return null;
@@ -36,7 +42,7 @@ function validate(id: string, v: unknown): AgentRecord | string {
   if (!AGENT_NAME.test(id) || id.includes('..')) return "agent id must be a-z, 0-9, '.', '_' or '-', starting and ending with a letter or digit";
   if (!isObj(v)) return 'entry must be a mapping';
   const base = normalizeBaseUrl(v.base_url);
-  if (!base) return 'base_url must be http(s)://<IPv4, [IPv6] or DNS name>[:port][/path], without credentials, query or fragment';
+  if (!base) return BASE_URL_RULE;
   const role = isObj(v.role) ? v.role : {};
   if (v.tags !== undefined && (!Array.isArray(v.tags) || !v.tags.every((t) => typeof t === 'string' && AGENT_NAME.test(t) && !t.includes('..')))) {
     return "tags must be a list of names (a-z, 0-9, '.', '_' or '-', starting and ending with a letter or digit)";

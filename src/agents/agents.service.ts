@@ -5,7 +5,7 @@ import { AppConfig } from '../config/app-config';
 import { LedgerStore } from '../store/ledger.store';
 import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, MasterDto, ScanResultDto, LunTargetDto } from '../agent/luns/dto/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
-import { AgentRecord, AgentRegistry, normalizeBaseUrl } from './agent-registry';
+import { AgentRecord, AgentRegistry, BASE_URL_RULE, normalizeBaseUrl } from './agent-registry';
 import type {
   AgentCapabilitiesDto,
   AgentDeletedDto,
@@ -157,7 +157,7 @@ export class AgentsService implements OnApplicationBootstrap {
   /** Read-only: derives registration parameters from a live agent (reference 6.2). */
   async probe(dto: ProbeAgentDto): Promise<ProbeResultDto> {
     const base = normalizeBaseUrl(dto.base_url);
-    if (!base) throw badRequest('base_url: must start with http:// or https://');
+    if (!base) throw badRequest(`base_url: ${BASE_URL_RULE}`);
     let token = dto.token ?? '';
     if (!token && dto.agent_id) {
       // A stored token only ever goes to the URL it was stored for.
@@ -174,6 +174,9 @@ export class AgentsService implements OnApplicationBootstrap {
     } catch (e) {
       throw new ApiError(502, `agent probe failed: ${(e as Error).message}`);
     }
+    // What the answer promises (the spec) needs these: an agent that leaves one out is refused, not relayed.
+    const missing = (['backend', 'fs_type', 'clone', 'empty_disk', 'persistent'] as const).filter((k) => typeof caps?.[k] !== 'string' || !caps[k]);
+    if (missing.length) throw new ApiError(502, `agent probe failed: its /capabilities lacks ${missing.join(', ')}`);
     return {
       base_url: base,
       role: { disk: true, cd: caps.cd === true },
@@ -266,7 +269,7 @@ export class AgentsService implements OnApplicationBootstrap {
 
   private record(id: string, dto: UpdateAgentDto, oldToken: string): AgentRecord {
     const base = normalizeBaseUrl(dto.base_url);
-    if (!base) throw badRequest('base_url: must start with http:// or https://');
+    if (!base) throw badRequest(`base_url: ${BASE_URL_RULE}`);
     return {
       id,
       base_url: base,

@@ -199,7 +199,6 @@ export interface components {
         CreateCdDto: {
             /** @description Target IQN; default `<base_iqn>:<iso name>`. */
             iqn?: string;
-            /** @description ISO file name in DISK_DIR. */
             iso: string;
         };
         CreateLunDiskDto: {
@@ -208,7 +207,6 @@ export interface components {
             /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
              *     no other initiator. Omitted: open to any initiator, as before. */
             allowed_initiators?: string[];
-            /** @description Backing file name in DISK_DIR; default `<suffix>.img`. */
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
             iqn: string;

@@ -1031,7 +1031,7 @@ export interface components {
             nonce: string;
         };
         CreateAgentDto: {
-            /** @description Agent API address, http:// or https:// (a trailing / is dropped). */
+            /** @example http://10.0.0.3:4840 */
             base_url: string;
             /** @description false drains the node: no new disks or CDs, no liveness probes; existing disks keep serving. */
             enabled?: boolean;
@@ -1040,7 +1040,10 @@ export interface components {
              * @example storage-stgt-01
              */
             id: string;
-            /** @description iSCSI data-plane address for workers (IPv4, IPv6 or a DNS name; rendered into boot scripts); default: the host of base_url. */
+            /**
+             * @description iSCSI data-plane address for workers (IPv4, IPv6 or a DNS name; rendered into boot scripts); default: the host of base_url.
+             * @example 10.0.0.3
+             */
             iscsi_server?: string;
             role?: components["schemas"]["AgentRoleDto"];
             /** @description Free tags; `lio` / `stgt` also decide the iSCSI separator of /boot-vars. */
@@ -1051,7 +1054,6 @@ export interface components {
         CreateCdDto: {
             /** @description Target IQN; default `<base_iqn>:<iso name>`. */
             iqn?: string;
-            /** @description ISO file name in DISK_DIR. */
             iso: string;
         };
         CreateDiskDto: {
@@ -1092,7 +1094,6 @@ export interface components {
             /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
              *     no other initiator. Omitted: open to any initiator, as before. */
             allowed_initiators?: string[];
-            /** @description Backing file name in DISK_DIR; default `<suffix>.img`. */
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
             iqn: string;
@@ -1393,7 +1394,7 @@ export interface components {
         ProbeAgentDto: {
             /** @description Edit flow: with no token, use the registered agent's token, which is sent only to its registered base_url (another base_url: 400). A probe caches nothing. */
             agent_id?: string;
-            /** @description Agent API address, http:// or https:// (a trailing / is dropped). */
+            /** @example http://10.0.0.3:4840 */
             base_url: string;
             /** @description Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */
             token?: string;
@@ -1496,11 +1497,14 @@ export interface components {
             mac: string;
         };
         UpdateAgentDto: {
-            /** @description Agent API address, http:// or https:// (a trailing / is dropped). */
+            /** @example http://10.0.0.3:4840 */
             base_url: string;
             /** @description false drains the node: no new disks or CDs, no liveness probes; existing disks keep serving. */
             enabled?: boolean;
-            /** @description iSCSI data-plane address for workers (IPv4, IPv6 or a DNS name; rendered into boot scripts); default: the host of base_url. */
+            /**
+             * @description iSCSI data-plane address for workers (IPv4, IPv6 or a DNS name; rendered into boot scripts); default: the host of base_url.
+             * @example 10.0.0.3
+             */
             iscsi_server?: string;
             role?: components["schemas"]["AgentRoleDto"];
             /** @description Free tags; `lio` / `stgt` also decide the iSCSI separator of /boot-vars. */

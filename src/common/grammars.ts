@@ -15,8 +15,24 @@ export const AGENT_NAME = /^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$/;
 /** Items of menu.ipxe and operating-system names: `[a-z0-9.-]`, starting with a letter or digit. */
 export const MENU_NAME = /^[a-z0-9][a-z0-9.-]{0,62}$/;
 
+/**
+ * The `yyyy-mm` of an IQN or NQN (RFC 3720 3.2.6.3.1, NVMe base 4.5): a month the naming authority
+ * owned its domain, so a real month (01-12) of a plausible year (1970-2999).
+ */
+const NAME_DATE = '(?:19[7-9]\\d|2\\d{3})-(?:0[1-9]|1[0-2])';
+
 /** The `<base>` of an IQN (iSCSI) or NQN (NVMe) as /boot-vars hands it out (RFC 3720 / NVMe 1.4 names). */
-export const TARGET_BASE = /^(?:iqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9.:-]*[a-z0-9])?|nqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9._:-]*[a-z0-9])?)$/;
+export const TARGET_BASE = new RegExp(
+  `^(?:iqn\\.${NAME_DATE}\\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9.:-]*[a-z0-9])?|nqn\\.${NAME_DATE}\\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?::[a-z0-9._:-]*[a-z0-9])?)$`,
+);
+
+/** A host NQN as agents accept it (`nqn.yyyy-mm.<domain>[:<anything safe>]`). */
+export const HOST_NQN = new RegExp(`^nqn\\.${NAME_DATE}\\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$`);
+/** An initiator IQN as LIO ACLs accept it. */
+export const INITIATOR_IQN = new RegExp(`^iqn\\.${NAME_DATE}\\.[a-z0-9][a-z0-9.-]*[a-z0-9](:[A-Za-z0-9._:-]+)?$`);
+/** A bare `iqn.yyyy-mm.<domain>` / `nqn.yyyy-mm.<domain>` base of an agent's or the control plane's names. */
+export const BASE_IQN = new RegExp(`^iqn\\.${NAME_DATE}\\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$`);
+export const BASE_NQN = new RegExp(`^nqn\\.${NAME_DATE}\\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$`);
 
 /**
  * iPXE's `iscsi-sep`: `:<protocol>:<port>:<lun>:` between server and target of a sanboot URI,
@@ -28,12 +44,41 @@ const isIscsiSep = (v: string) => ISCSI_SEP.test(v) && !(Number(v.split(':')[2] 
 /** Bearer tokens: visible ASCII only (they travel in an HTTP header), or a `${ENV}` placeholder. */
 export const TOKEN = /^[\x21-\x7e]{1,512}$/;
 
-/** A data-plane address for a URI: IPv4, bracketed IPv6 or a DNS name. */
+/**
+ * A data-plane address for a URI: a unicast IPv4 address, a bracketed unicast IPv6 address or a
+ * DNS name. Not the unspecified address (0.0.0.0/8, ::), broadcast, multicast or reserved
+ * (224.0.0.0 and above, ff00::/8): no initiator can connect to those.
+ */
 export function isAddress(v: string): boolean {
-  if (isIPv4(v)) return true;
-  if (v.startsWith('[') && v.endsWith(']')) return isIPv6(v.slice(1, -1));
+  if (isIPv4(v)) {
+    const first = Number(v.split('.')[0]);
+    return first !== 0 && first < 224;
+  }
+  if (v.startsWith('[') && v.endsWith(']')) {
+    const a = v.slice(1, -1).toLowerCase();
+    return isIPv6(a) && !/^(?:0*:)*:?0*$/.test(a) && !a.startsWith('ff');
+  }
   return DNS_NAME.test(v) && !/^\d+(?:\.\d+)*$/.test(v);
 }
+
+/** The spec's pattern of an address (isAddress also refuses the unspecified, multicast and reserved ranges). */
+export const ADDRESS_PATTERN = '^(?:\\d{1,3}(?:\\.\\d{1,3}){3}|\\[?[0-9A-Fa-f:.]+\\]?|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)$';
+
+/** The spec's pattern of an agent base_url: scheme, host (as ADDRESS_PATTERN), optional port; no path, query or credentials. */
+export const BASE_URL_PATTERN = '^https?://(?:\\d{1,3}(?:\\.\\d{1,3}){3}|\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)(?::\\d{1,5})?/?$';
+
+/**
+ * Characters no file name of DISK_DIR may hold: C0/C1 controls (NEL included), DEL, line and
+ * paragraph separators, and format characters (zero-width, bidi overrides such as U+202E), which
+ * make a name display as another.
+ */
+export const UNSAFE_NAME_CHARS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\p{Cf}]/u;
+
+/** The spec's pattern of a file name in DISK_DIR (UNSAFE_NAME_CHARS spelled out for JSON Schema). */
+const NAME_CHAR = '[^/\\\\\\u0000-\\u001f\\u007f-\\u009f\\u00ad\\u061c\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff]';
+export const FILE_NAME_PATTERN = `^(?!\\.)${NAME_CHAR}{1,255}$`;
+/** A writable disk's file: a file name that does not contain `_tpl_` (which marks masters). */
+export const DISK_FILE_PATTERN = `^(?!\\.)(?!.*_tpl_)${NAME_CHAR}{1,255}$`;
 
 /** An address as written by an operator: bare IPv6 is bracketed (iPXE URIs need the brackets). */
 export function normalizeAddress(raw: string): string | null {
@@ -43,7 +88,7 @@ export function normalizeAddress(raw: string): string | null {
 }
 
 /** A full NVMe qualified name (subsystem or host): `nqn.yyyy-mm.<reversed domain>:<anything safe>`. */
-export const NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?:[A-Za-z0-9._:-]*[A-Za-z0-9]$/;
+export const NQN = new RegExp(`^nqn\\.${NAME_DATE}\\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?:[A-Za-z0-9._:-]*[A-Za-z0-9]$`);
 
 /** A configured TLS PSK in the NVMe interchange form (`NVMeTLSkey-1:01|02:<base64>:`). */
 export const TLS_PSK = /^NVMeTLSkey-1:0[12]:[A-Za-z0-9+/]{4,128}={0,2}:$/;

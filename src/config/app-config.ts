@@ -1,3 +1,4 @@
+import { BASE_NQN } from '../common/grammars';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -189,7 +190,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
   c.hostNqnBase = (env.IPXE_CP_HOST_NQN_BASE || 'nqn.2026-07.com.controller').trim();
-  if (!/^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]{0,150}$/.test(c.hostNqnBase)) {
+  if (!BASE_NQN.test(c.hostNqnBase) || c.hostNqnBase.length > 150) {
     throw new ConfigError(`IPXE_CP_HOST_NQN_BASE must look like nqn.2026-07.com.example, got ${JSON.stringify(c.hostNqnBase)}`);
   }
   c.reconcileSeconds = int(env, 'IPXE_CP_RECONCILE_SECONDS', 30, 0, 86_400);

@@ -141,6 +141,13 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
       ['/luns/disk', { iqn: `${BASE}:x`, filename: 'a/b.img', size: '1G' }, 400, /filename/],
       ['/luns/disk', { iqn: `${BASE}:x`, filename: '.hidden.img', size: '1G' }, 400, /filename/],
       ['/luns/disk', { iqn: `${BASE}:x`, filename: 'nul\u0000.img', size: '1G' }, 400, /filename/],
+      // A writable disk named like a master would become one at the next scan; names that display as others.
+      ['/luns/disk', { iqn: `${BASE}:x`, filename: 'x_tpl_ubuntu.img', size: '1G' }, 400, /^filename: filename must be a plain file name without _tpl_/],
+      ...['gmi.\u202eexe.img', 'a\u0085b.img', 'zero\u200bwidth.img', 'bom\ufeff.img'].map((filename) => ['/luns/disk', { iqn: `${BASE}:x`, filename, size: '1G' }, 400, /^filename: /] as [string, unknown, number, RegExp]),
+      ['/luns/cd', { iso: 'Win11\u202eosi.iso' }, 400, /^iso: iso must be a plain file name/],
+      // NQNs and IQNs carry a real month.
+      ['/luns/disk', { iqn: `${BASE}:x`, size: '1G', allowed_hosts: ['nqn.2026-13.com.example:h'] }, 400, /^allowed_hosts: /],
+      ['/luns/disk', { iqn: `${BASE}:x`, size: '1G', allowed_initiators: ['iqn.2026-00.com.example:h'] }, 400, /^allowed_initiators: /],
       ['/luns/disk', { iqn: `${BASE}:x`, master: '../../etc/passwd' }, 400, /master/],
       ['/luns/disk', { iqn: `${BASE}:x`, master: '_tpl_escape.img' }, 404, /master not found/],
       ['/luns/disk', { iqn: `${BASE}:x`, master: '_tpl_missing.img' }, 404, /master not found/],
@@ -163,6 +170,7 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
       expect(r.body.message).toMatch(msg);
     }
     expect((await a.req('DELETE', `/luns?iqn=iqn.2026-07.com.other:x`)).status).toBe(400);
+    expect((await a.req('PUT', '/nvme/hosts/nqn.2026-13.com.example:h', {})).status).toBe(400);
     expect(fs.readdirSync(a.diskDir).sort()).toEqual(before);
     expect(tgtd.show()).toBe(showBefore);
   });

@@ -14,7 +14,7 @@ describe('hostile input at every boundary', () => {
   it('an agent iscsi_server that is not an address is a 400 naming the field; nothing is written', async () => {
     t = await startApp();
     const before = t.read('config/agents.yml');
-    for (const bad of [EVIL, 'ì', '__main__', '10.0.0.1 ; shell', '10.0.0.1:3260', '']) {
+    for (const bad of [EVIL, 'ì', '__main__', '10.0.0.1 ; shell', '10.0.0.1:3260', '0.0.0.0', '255.255.255.255', '224.0.0.1', '::', 'ff02::1', '']) {
       if (bad === '') continue; // empty means "the host of base_url"
       const r = await t.req('POST', '/agents', { id: 'st1', base_url: 'http://127.0.0.1:4840', iscsi_server: bad });
       expect(r.status).toBe(400);
@@ -38,6 +38,13 @@ describe('hostile input at every boundary', () => {
       [{ id: 'ok', ...base, token: 'two words' }, /^token: token must be visible ASCII/],
       [{ id: 'ok', base_url: 'http://user:pw@10.0.0.1:4840' }, /base_url/],
       [{ id: 'ok', base_url: 'http://bad_host:4840' }, /base_url/],
+      // One grammar for base_url: the agent's API at the root of a unicast host, a real port, ASCII.
+      [{ id: 'ok', base_url: 'http://10.0.0.1:4840/api' }, /^base_url: base_url must be http\(s\):\/\/<unicast IPv4, \[IPv6\] or ASCII DNS name>\[:port 1-65535\], without path/],
+      [{ id: 'ok', base_url: 'http://10.0.0.1:0' }, /^base_url: base_url must be/],
+      [{ id: 'ok', base_url: 'http://0' }, /^base_url: base_url must be/],
+      [{ id: 'ok', base_url: 'http://0.0.0.0:4840' }, /^base_url: base_url must be/],
+      [{ id: 'ok', base_url: 'http://☃.example:4840' }, /^base_url: base_url must be/],
+      [{ id: 'ok', base_url: 'http://10.0.0.1:99999' }, /^base_url: base_url must be/],
     ];
     for (const [body, msg] of cases) {
       const r = await t.req('POST', '/agents', body);

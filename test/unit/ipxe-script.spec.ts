@@ -57,8 +57,24 @@ describe('the iPXE renderer (property-based)', () => {
     );
   });
 
+  it('refuses addresses no initiator can connect to: unspecified, broadcast, multicast, reserved', () => {
+    const notUnicast = fc.oneof(
+      fc.tuple(fc.constant(0), fc.nat(255), fc.nat(255), fc.nat(255)),
+      fc.tuple(fc.integer({ min: 224, max: 255 }), fc.nat(255), fc.nat(255), fc.nat(255)),
+    );
+    fc.assert(
+      fc.property(notUnicast, (o) => {
+        expect(() => renderIpxe('x', [{ name: 'iscsi-server', grammar: 'address', value: o.join('.') }])).toThrow(ScriptRefused);
+      }),
+      { numRuns: 500 },
+    );
+    for (const v of ['[::]', '[ff02::1]', '[0:0:0:0:0:0:0:0]']) expect(() => renderIpxe('x', [{ name: 'iscsi-server', grammar: 'address', value: v }])).toThrow(ScriptRefused);
+    for (const v of ['iqn.2026-13.com.x', 'iqn.2026-00.com.x', 'iqn.1969-12.com.x']) expect(() => renderIpxe('x', [{ name: 'base-iqn', grammar: 'target-base', value: v }])).toThrow(ScriptRefused);
+  });
+
   it('accepts every well-formed value of each grammar', () => {
-    const ipv4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((o) => o.join('.'));
+    // Unicast: an initiator can connect to it (0.0.0.0/8, multicast and above are refused below).
+    const ipv4 = fc.tuple(fc.integer({ min: 1, max: 223 }), fc.nat(255), fc.nat(255), fc.nat(255)).map((o) => o.join('.'));
     const label = fc.stringMatching(/^[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?$/);
     const dns = fc.array(label, { minLength: 1, maxLength: 4 }).map((l) => [...l, 'example'].join('.'));
     const iqn = fc.tuple(fc.integer({ min: 2000, max: 2099 }), fc.integer({ min: 1, max: 12 }), dns).map(([y, m, d]) => `iqn.${y}-${String(m).padStart(2, '0')}.${d}`);

@@ -1,3 +1,4 @@
+import { UNSAFE_NAME_CHARS } from '../../common/grammars';
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { AgentConfig } from '../agent-config';
 import type { MasterDto } from '../luns/dto/luns.dto';
@@ -33,7 +34,8 @@ export class MastersService implements OnModuleInit, OnApplicationShutdown {
   async rescan(): Promise<MasterDto[]> {
     const out: MasterDto[] = [];
     for (const name of (await this.images.list()).sort()) {
-      if (!name.includes('_tpl_') || name.startsWith('.')) continue;
+      // A name with control or format characters (a bidi override) would show as another one.
+      if (!name.includes('_tpl_') || name.startsWith('.') || UNSAFE_NAME_CHARS.test(name)) continue;
       const st = await this.images.statInside(name);
       if (st) out.push({ name, size: st.size, mtime: Math.floor(st.mtimeMs / 1000) });
     }

@@ -1,3 +1,4 @@
+import { UNSAFE_NAME_CHARS } from '../../common/grammars';
 import { badRequest } from '../../common/api-error';
 
 /** A plain file name inside DISK_DIR: no path, no `..`, no leading dot, no NUL, no control chars. */
@@ -6,8 +7,7 @@ export function checkFileName(field: string, name: unknown): string {
   if (name.length > 255) throw badRequest(`${field}: longer than 255 characters`);
   if (name.includes('/') || name.includes('\\')) throw badRequest(`${field}: must be a plain file name inside DISK_DIR, not a path`);
   if (name.startsWith('.')) throw badRequest(`${field}: must not start with a dot`);
-  // eslint-disable-next-line no-control-regex
-  if (/[\x00-\x1f\x7f]/.test(name)) throw badRequest(`${field}: must not contain control characters`);
+  if (UNSAFE_NAME_CHARS.test(name)) throw badRequest(`${field}: must not contain control, line-separator or format characters (zero-width, bidi overrides)`);
   return name;
 }
 

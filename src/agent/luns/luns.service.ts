@@ -1,3 +1,4 @@
+import { HOST_NQN, INITIATOR_IQN } from '../../common/grammars';
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { ApiError, badRequest, conflict, notFound } from '../../common/api-error';
 import { AgentConfig } from '../agent-config';
@@ -8,9 +9,7 @@ import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, ScanR
 import { TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 
-const HOST_NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$/;
 /** An iSCSI initiator name as iPXE sends it (`<base-iqn>:<hostname>` or `:<mac>`): no spaces, no slash. */
-const INITIATOR_IQN = /^iqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*[a-z0-9](:[A-Za-z0-9._:-]+)?$/;
 
 /** Targets and their backing files: the agent's data-plane management. */
 @Injectable()
@@ -56,6 +55,8 @@ export class LunsService implements OnModuleInit {
     const suffix = checkTargetName('iqn', dto.iqn, this.base);
     if ((dto.master === undefined) === (dto.size === undefined)) throw badRequest('exactly one of master or size is required');
     const filename = dto.filename === undefined ? `${suffix}.img` : checkFileName('filename', dto.filename);
+    // A scan takes every `_tpl_` file for a master: a writable disk must never be named like one.
+    if (filename.includes('_tpl_')) throw badRequest(`filename: ${filename} contains _tpl_, which marks master images; a disk may not be named so`);
     const size = dto.size === undefined ? 0 : parseSize('size', dto.size);
     const master = dto.master === undefined ? undefined : checkFileName('master', dto.master);
     if (master === filename) throw badRequest('filename: must differ from master');

@@ -1,3 +1,4 @@
+import { HOST_NQN } from '../../common/grammars';
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
@@ -10,7 +11,6 @@ import { TargetManifest } from '../luns/manifest';
 import type { NvmeHostDto, PutNvmeHostDto } from './dto/nvme-host.dto';
 import { dhchapKeyError, tlsPskError } from '../../common/nvme-keys';
 
-const HOST_NQN = /^nqn\.\d{4}-\d{2}\.[a-z0-9][a-z0-9.-]*(:[A-Za-z0-9._:-]+)?$/;
 const short = (s: string | undefined) => (s ? createHash('sha256').update(s).digest('hex').slice(0, 12) : null);
 
 /**

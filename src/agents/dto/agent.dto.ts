@@ -1,6 +1,8 @@
 import { ApiProperty, PickType } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, IsArray, IsBoolean, IsOptional, IsString, MaxLength, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsBoolean, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { ADDRESS_PATTERN, BASE_URL_PATTERN } from '../../common/grammars';
+import { BASE_URL_RULE } from '../agent-registry';
 import { IsAddress, IsAgentName, IsToken, QueryBool } from '../../common/validators';
 
 export class AgentRoleDto {
@@ -16,9 +18,11 @@ export class AgentRoleDto {
 }
 
 export class UpdateAgentDto {
-  /** Agent API address, http:// or https:// (a trailing / is dropped). */
+  /** Agent API address: http(s)://<unicast IPv4, [IPv6] or ASCII DNS name>[:port] (a trailing / is dropped; no path). */
   @IsString()
   @MaxLength(512)
+  @Matches(new RegExp(BASE_URL_PATTERN), { message: BASE_URL_RULE })
+  @ApiProperty({ pattern: BASE_URL_PATTERN, example: 'http://10.0.0.3:4840' })
   base_url!: string;
 
   /** Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */
@@ -33,6 +37,7 @@ export class UpdateAgentDto {
   @IsString()
   @MaxLength(255)
   @IsAddress()
+  @ApiProperty({ required: false, pattern: ADDRESS_PATTERN, example: '10.0.0.3' })
   iscsi_server?: string;
 
   @IsOptional()
@@ -116,7 +121,9 @@ export class AgentRoleOutDto {
 /** An agent as the API shows it: never its token. */
 export class AgentDto {
   id!: string;
+  @ApiProperty({ pattern: BASE_URL_PATTERN })
   base_url!: string;
+  @ApiProperty({ pattern: ADDRESS_PATTERN })
   iscsi_server!: string;
   role!: AgentRoleOutDto;
   enabled!: boolean;
@@ -130,9 +137,11 @@ export class AgentDto {
 }
 
 export class ProbeResultDto {
+  @ApiProperty({ pattern: BASE_URL_PATTERN })
   base_url!: string;
   role!: AgentRoleOutDto;
   tags!: string[];
+  @ApiProperty({ pattern: ADDRESS_PATTERN })
   iscsi_server!: string;
   enabled!: boolean;
   backend!: string;

@@ -1,4 +1,5 @@
 import { SIZE_FORMS, SIZE_PATTERN } from '../../../common/size';
+import { DISK_FILE_PATTERN, FILE_NAME_PATTERN, HOST_NQN, INITIATOR_IQN } from '../../../common/grammars';
 import { ApiProperty } from '@nestjs/swagger';
 import { ArrayMaxSize, IsArray, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
 import { QueryBool } from '../../../common/validators';
@@ -9,10 +10,12 @@ export class CreateLunDiskDto {
   @MaxLength(223)
   iqn!: string;
 
-  /** Backing file name in DISK_DIR; default `<suffix>.img`. */
+  /** Backing file name in DISK_DIR; default `<suffix>.img`. Never `_tpl_` (that marks masters), no control, line-separator or format characters. */
   @IsOptional()
   @IsString()
   @MaxLength(255)
+  @Matches(new RegExp(DISK_FILE_PATTERN), { message: 'filename must be a plain file name without _tpl_ (which marks masters), control, line-separator or format characters, not starting with a dot' })
+  @ApiProperty({ required: false, pattern: DISK_FILE_PATTERN })
   filename?: string;
 
   /** Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
@@ -34,6 +37,8 @@ export class CreateLunDiskDto {
   @ArrayMaxSize(64)
   @IsString({ each: true })
   @MaxLength(223, { each: true })
+  @Matches(HOST_NQN, { each: true, message: 'allowed_hosts must be host NQNs (nqn.yyyy-mm.<domain>[:...], a real month)' })
+  @ApiProperty({ required: false, type: [String], items: { type: 'string', pattern: HOST_NQN.source } })
   allowed_hosts?: string[];
 
   /**
@@ -45,13 +50,17 @@ export class CreateLunDiskDto {
   @ArrayMaxSize(64)
   @IsString({ each: true })
   @MaxLength(223, { each: true })
+  @Matches(INITIATOR_IQN, { each: true, message: 'allowed_initiators must be initiator IQNs (iqn.yyyy-mm.<domain>[:...], a real month)' })
+  @ApiProperty({ required: false, type: [String], items: { type: 'string', pattern: INITIATOR_IQN.source } })
   allowed_initiators?: string[];
 }
 
 export class CreateCdDto {
-  /** ISO file name in DISK_DIR. */
+  /** ISO file name in DISK_DIR (no control, line-separator or format characters). */
   @IsString()
   @MaxLength(255)
+  @Matches(new RegExp(FILE_NAME_PATTERN), { message: 'iso must be a plain file name without control, line-separator or format characters, not starting with a dot' })
+  @ApiProperty({ pattern: FILE_NAME_PATTERN })
   iso!: string;
 
   /** Target IQN; default `<base_iqn>:<iso name>`. */
