@@ -1,4 +1,4 @@
-import { Injectable, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
 import type { PoolClient } from 'pg';
 import { ApiError } from '../common/api-error';
 import { Database, LOCK } from '../store/pg/database';
@@ -6,7 +6,7 @@ import { StoreSync } from '../store/store-sync';
 import * as path from 'node:path';
 import { dhchapKeyError } from '../common/nvme-keys';
 import { AppConfig } from '../config/app-config';
-import { FileSystem } from '../store/file-system';
+import { FileChangedError, FileSystem, sameStamp, type FileStamp } from '../store/file-system';
 import { LedgerFileError } from '../store/ledger-map';
 import { Mutex } from '../store/mutex';
 import { storageFailure } from '../store/storage-error';
@@ -73,6 +73,7 @@ export const newPush = (): PushRecord => ({ state: 'pending', attempts: 0, last_
  */
 @Injectable()
 export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('CredentialStore');
   readonly file: string;
   private data: FileShape = { version: 1, credentials: {}, removals: [] };
   /** Bumped by every change and note: cached boot answers depend on the credentials and push states. */
@@ -101,8 +102,17 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
       this.sync?.register('credentials', { appliedVersion: () => this.pgVersion, refresh: () => this.lock.run(() => this.loadPg()).then(() => undefined) });
       return;
     }
-    const text = this.fs.readTextSync(this.file);
-    if (text === null) return;
+    this.stamp = this.fs.statSync(this.file);
+    this.data = this.parseFile(this.fs.readTextSync(this.file));
+    this.revision++;
+  }
+
+  /** nvme-credentials.json as last read or written by this process (a different stamp: a hand edit). */
+  private stamp: FileStamp | null = null;
+
+  /** Validates the file's text; messages name the worker and the field, never a value. */
+  private parseFile(text: string | null): FileShape {
+    if (text === null) return { version: 1, credentials: {}, removals: [] };
     let obj: Partial<FileShape>;
     try {
       obj = JSON.parse(text) as Partial<FileShape>;
@@ -115,7 +125,28 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
       if (typeof c.hostnqn !== 'string') throw new LedgerFileError(this.file, 1, `credentials.${id}.hostnqn is missing`);
       c.agents ??= {};
     }
-    this.data = { version: 1, credentials: obj.credentials ?? {}, removals: obj.removals ?? [] };
+    return { version: 1, credentials: obj.credentials ?? {}, removals: obj.removals ?? [] };
+  }
+
+  /**
+   * A hand edit of the file since this process last read or wrote it becomes the state (it is
+   * never written over); push bookkeeping not yet flushed is then re-derived by the reconciler.
+   * A broken edit refuses the change, naming the file, until it is fixed.
+   */
+  private pickUpHandEdit(): void {
+    const st = this.fs.statSync(this.file);
+    if (sameStamp(st, this.stamp)) return;
+    let next: FileShape;
+    try {
+      next = this.parseFile(this.fs.readTextSync(this.file));
+    } catch (e) {
+      if (e instanceof LedgerFileError) throw new ApiError(500, `${e.message}; fix the hand edit, nothing was changed`);
+      throw e;
+    }
+    this.log.warn(`picked up a hand edit of ${this.file}`);
+    this.data = next;
+    this.stamp = st;
+    this.dirty = false;
     this.revision++;
   }
 
@@ -144,12 +175,20 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   change<R>(fn: (d: FileShape) => R): Promise<R> {
     if (this.db?.enabled) return this.lock.run(() => this.mutatePg(fn));
     return this.lock.run(async () => {
-      const next = structuredClone(this.data);
-      const r = fn(next);
-      await this.write(next);
-      this.data = next;
-      this.revision++;
-      return r;
+      for (let attempt = 1; ; attempt++) {
+        this.pickUpHandEdit();
+        const next = structuredClone(this.data);
+        const r = fn(next);
+        try {
+          await this.write(next);
+        } catch (e) {
+          if (e instanceof FileChangedError && attempt < 3) continue; // edited meanwhile: picked up, run again
+          throw e;
+        }
+        this.data = next;
+        this.revision++;
+        return r;
+      }
     });
   }
 
@@ -162,10 +201,16 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
   note<R>(fn: (d: FileShape) => R): Promise<R> {
     if (this.db?.enabled) return this.lock.run(() => this.mutatePg(fn));
     return this.lock.run(async () => {
+      this.pickUpHandEdit();
       const r = fn(this.data);
       this.revision++;
       // IPXE_CP_CHECKPOINT_MS=0 (the ledger's write-every-commit mode, used by tests): inline too.
-      if (this.flushMs === 0) await this.write(this.data);
+      if (this.flushMs === 0) {
+        await this.write(this.data).catch((e: unknown) => {
+          if (!(e instanceof FileChangedError)) throw e;
+          this.pickUpHandEdit(); // the edit wins over bookkeeping; the reconciler re-derives it
+        });
+      }
       else this.scheduleFlush();
       return r;
     });
@@ -176,7 +221,13 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
     return this.lock.run(async () => {
       if (!this.dirty) return;
       this.dirty = false;
-      await this.write(this.data);
+      try {
+        await this.write(this.data);
+      } catch (e) {
+        // Edited since: the edit is the state now (see pickUpHandEdit); the notes are re-derived.
+        if (e instanceof FileChangedError) this.pickUpHandEdit();
+        else throw e;
+      }
     });
   }
 
@@ -264,9 +315,11 @@ export class CredentialStore implements OnModuleInit, OnApplicationShutdown {
 
   private async write(d: FileShape): Promise<void> {
     try {
-      await this.fs.writeAtomic(this.file, JSON.stringify(d, null, 2) + '\n', 0o600);
+      await this.fs.writeAtomic(this.file, JSON.stringify(d, null, 2) + '\n', 0o600, { unchangedSince: this.stamp });
     } catch (e) {
+      if (e instanceof FileChangedError) throw e;
       throw storageFailure(e, 'nvme-credentials.json');
     }
+    this.stamp = this.fs.statSync(this.file);
   }
 }

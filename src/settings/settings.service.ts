@@ -1,11 +1,11 @@
-import { Injectable, OnModuleInit, Optional } from '@nestjs/common';
+import { Injectable, Logger, OnModuleInit, Optional } from '@nestjs/common';
 import { Database, LOCK } from '../store/pg/database';
 import * as path from 'node:path';
 import { AuditService } from '../audit/audit.service';
-import { conflict } from '../common/api-error';
+import { ApiError, conflict } from '../common/api-error';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
-import { FileSystem } from '../store/file-system';
+import { FileChangedError, FileSystem, sameStamp, type FileStamp } from '../store/file-system';
 import { LedgerFileError } from '../store/ledger-map';
 import { LedgerStore } from '../store/ledger.store';
 import { StoreSync } from '../store/store-sync';
@@ -38,6 +38,7 @@ export interface WindowView {
 /** Runtime settings (state/settings.json), which win over the environment's start-up defaults. */
 @Injectable()
 export class SettingsService implements OnModuleInit {
+  private readonly log = new Logger('Settings');
   readonly file: string;
   private data: SettingsFile = {};
   /** Bumped whenever the settings change: cached boot answers depend on them (BootAnswerCache). */
@@ -68,7 +69,17 @@ export class SettingsService implements OnModuleInit {
       return;
     }
     const text = this.fs.readTextSync(this.file);
-    if (text === null || text.trim() === '') return;
+    this.stamp = this.fs.statSync(this.file);
+    this.data = this.parseFile(text);
+    this.revision++;
+  }
+
+  /** settings.json as last read or written by this process (a different stamp: a hand edit). */
+  private stamp: FileStamp | null = null;
+
+  /** Validates settings.json's text (null or blank: no settings); a bad one is a LedgerFileError naming file and line. */
+  private parseFile(text: string | null): SettingsFile {
+    if (text === null || text.trim() === '') return {};
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -92,8 +103,7 @@ export class SettingsService implements OnModuleInit {
         throw new LedgerFileError(this.file, 1, 'registration_window.max_devices must be a positive integer or null');
       }
     }
-    this.data = parsed as SettingsFile;
-    this.revision++;
+    return parsed as SettingsFile;
   }
 
   // ---- registration window (seed 004 section 1) ----
@@ -223,11 +233,44 @@ export class SettingsService implements OnModuleInit {
     });
   }
 
+  /**
+   * Files: writes the keys this change sets over settings.json as it is now. A hand edit made
+   * since this process last read or wrote it is kept (merged: the change's own keys win) and
+   * becomes the settings in memory; a broken edit refuses the change naming file and line,
+   * nothing written; an edit that lands while the file is written is merged and written again.
+   */
   private async save(next: SettingsFile): Promise<void> {
     if (this.db?.enabled) return this.savePg(next);
-    await this.fs.writeAtomic(this.file, JSON.stringify(next, null, 2) + '\n');
-    this.data = next;
-    this.revision++;
+    const changed = (Object.keys({ ...this.data, ...next }) as (keyof SettingsFile)[]).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.data[k]));
+    for (let attempt = 1; ; attempt++) {
+      const st = this.fs.statSync(this.file);
+      let base = this.data;
+      if (!sameStamp(st, this.stamp)) {
+        try {
+          base = this.parseFile(this.fs.readTextSync(this.file));
+        } catch (e) {
+          if (e instanceof LedgerFileError) throw new ApiError(500, `${e.message}; fix the hand edit, nothing was changed`);
+          throw e;
+        }
+        this.log.warn(`picked up a hand edit of ${this.file}; merged with this change`);
+      }
+      const out = { ...base } as Record<string, unknown>;
+      for (const k of changed) {
+        if (next[k] === undefined) delete out[k];
+        else out[k] = next[k];
+      }
+      try {
+        await this.fs.writeAtomic(this.file, JSON.stringify(out, null, 2) + '\n', 0o644, { unchangedSince: st });
+      } catch (e) {
+        if (e instanceof FileChangedError && attempt < 3) continue;
+        throw e; // the exception filter names the file and the storage status
+      }
+      this.stamp = this.fs.statSync(this.file);
+      this.data = out as SettingsFile;
+      this.admitted = null;
+      this.revision++;
+      return;
+    }
   }
 
   /** PostgreSQL: the settings document (documents.name = 'settings'), reloaded on NOTIFY. */

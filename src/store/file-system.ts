@@ -9,6 +9,18 @@ export interface FileStamp {
   ino: number;
 }
 
+export function sameStamp(a: FileStamp | null, b: FileStamp | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino;
+}
+
+/** The file changed (a hand edit) between the caller's check and the write: nothing was replaced. */
+export class FileChangedError extends Error {
+  constructor(readonly file: string) {
+    super(`${file} changed while it was being rewritten (a hand edit); not replaced`);
+  }
+}
+
 /**
  * Every disk access of the control plane goes through here, so tests can replace or break it.
  * Writes are atomic (temp file in the same directory, fsync, rename, fsync of the directory)
@@ -63,7 +75,12 @@ export class FileSystem {
   }
 
   /** `durable: false` skips the fsyncs (for derived files that are re-derived at start). */
-  async writeAtomic(file: string, data: string | Buffer, mode = 0o644, opts: { durable?: boolean } = {}): Promise<void> {
+  /**
+   * Writes a temp file and renames it over `file`. With `unchangedSince`, the file must still have
+   * that stamp right before the rename (null: must not exist), else nothing is replaced and
+   * FileChangedError is thrown: an edit made while the new content was written is never lost.
+   */
+  async writeAtomic(file: string, data: string | Buffer, mode = 0o644, opts: { durable?: boolean; unchangedSince?: FileStamp | null } = {}): Promise<void> {
     const durable = opts.durable ?? true;
     const dir = path.dirname(file);
     const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${++this.tmpSeq}.tmp`);
@@ -75,6 +92,8 @@ export class FileSystem {
       } finally {
         await fh.close();
       }
+      this.fault(`written:${path.basename(file)}`);
+      if (opts.unchangedSince !== undefined && !sameStamp(this.statSync(file), opts.unchangedSince)) throw new FileChangedError(file);
       await fsp.rename(tmp, file);
     } catch (e) {
       // A failed write (ENOSPC, EROFS, ...) leaves nothing behind: a leftover temp file could

@@ -1,5 +1,5 @@
 import { LineCounter, parseDocument, isMap, isScalar } from 'yaml';
-import type { FileStamp, FileSystem } from './file-system';
+import { sameStamp, type FileStamp, type FileSystem } from './file-system';
 
 export class LedgerFileError extends Error {
   constructor(
@@ -222,7 +222,9 @@ export class LedgerMap<T extends object> {
     const content = this.render();
     this.stale = false;
     try {
-      await this.fs.writeAtomic(this.file, content);
+      // Re-checked right before the rename: a hand edit that lands while this is written is
+      // merged by the caller and the checkpoint written again, never replaced.
+      await this.fs.writeAtomic(this.file, content, 0o644, { unchangedSince: this.stamp });
     } catch (e) {
       this.stale = true;
       throw e;
@@ -337,7 +339,4 @@ export function lineOfKey(text: string, key: string): number {
   return 1;
 }
 
-function sameStamp(a: FileStamp | null, b: FileStamp | null): boolean {
-  if (a === null || b === null) return a === b;
-  return a.mtimeMs === b.mtimeMs && a.size === b.size && a.ino === b.ino;
-}
+

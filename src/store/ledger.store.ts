@@ -4,7 +4,7 @@ import { AuditEntry, AuditFields, AuditService, TxAudit } from '../audit/audit.s
 import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
 import { ChangeLog, ChangeRecord } from './change-log';
-import { FileSystem } from './file-system';
+import { FileChangedError, FileSystem } from './file-system';
 import { LedgerFileError, LedgerMap, lineOfKey } from './ledger-map';
 import { Mutex } from './mutex';
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
@@ -739,6 +739,18 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
   }
 
   private async checkpointLocked(): Promise<void> {
+    // A hand edit that lands while a file is being written: merged, then written again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.checkpointOnce();
+      } catch (e) {
+        if (!(e instanceof FileChangedError) || attempt >= 3) throw e;
+        this.log.warn(`${e.file} was edited while the checkpoint was written; merging the edit and writing again`);
+      }
+    }
+  }
+
+  private async checkpointOnce(): Promise<void> {
     if (this.checkpointTimer) clearTimeout(this.checkpointTimer);
     this.checkpointTimer = null;
     this.syncWithFiles();
@@ -756,6 +768,7 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
       await this.wal.reset();
       this.walAuditMax = 0;
     } catch (e) {
+      if (e instanceof FileChangedError) throw e;
       this.scheduleCheckpoint(5000);
       throw storageFailure(e, this.config.stateDir);
     }

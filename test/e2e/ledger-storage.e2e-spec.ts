@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { TEMP_FILE } from '../../src/store/file-system';
+import { FileSystem, TEMP_FILE } from '../../src/store/file-system';
 import { describeFiles, macOf, startApp, tempDir, TestApp } from '../helpers/app';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -169,6 +169,62 @@ describeFiles('hand edits with deferred checkpoints', () => {
     const text = fs.readFileSync(devicesFile(), 'utf8');
     for (const m of [macOf(1), macOf(2), macOf(3), macOf(5)]) expect(text).toContain(`"${m}"`);
     expect(text).toContain('"chip":"RTL8125"');
+  });
+
+  it('hand edits of settings.json and nvme-credentials.json are merged into the next API write, never written over; a broken one refuses it', async () => {
+    t = await startApp();
+    const settingsFile = path.join(t.dir, 'state/settings.json');
+    const credFile = path.join(t.dir, 'state/nvme-credentials.json');
+    expect((await t.req('PUT', '/settings/auto-register', { enabled: true })).status).toBe(200);
+    // settings.json: the operator turns auto-register off by hand; the API then changes another key.
+    fs.writeFileSync(settingsFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(settingsFile, 'utf8')), auto_register: false }, null, 2));
+    expect((await t.req('PUT', '/settings/signature-enforcement', { enabled: false, force: true })).status).toBe(200);
+    expect(JSON.parse(fs.readFileSync(settingsFile, 'utf8'))).toMatchObject({ auto_register: false, signature_enforcement: false });
+    expect((await t.req('GET', '/settings/auto-register')).body).toEqual({ enabled: false });
+    const good = fs.readFileSync(settingsFile, 'utf8');
+    fs.writeFileSync(settingsFile, good.replace('"auto_register": false', '"auto_register": "no"'));
+    const broken = await t.req('PUT', '/settings/auto-register', { enabled: true });
+    expect(broken.status).toBe(500);
+    expect(broken.body.message).toMatch(/settings\.json:1: auto_register must be true or false; fix the hand edit, nothing was changed$/);
+    expect(fs.readFileSync(settingsFile, 'utf8')).toContain('"auto_register": "no"');
+    fs.writeFileSync(settingsFile, good);
+    // nvme-credentials.json: a credential revoked by hand stays revoked through another worker's change.
+    for (const w of ['cw1', 'cw2']) expect((await t.req('POST', '/workers', { worker_id: w })).status).toBe(201);
+    expect((await t.req('PUT', '/workers/cw1/credential', { generate: true })).status).toBe(200);
+    const creds = JSON.parse(fs.readFileSync(credFile, 'utf8'));
+    creds.credentials.cw1.revoked = true;
+    fs.writeFileSync(credFile, JSON.stringify(creds, null, 2), { mode: 0o600 });
+    expect((await t.req('PUT', '/workers/cw2/credential', { generate: true })).status).toBe(200);
+    const after = JSON.parse(fs.readFileSync(credFile, 'utf8'));
+    expect([after.credentials.cw1.revoked, Object.keys(after.credentials).sort()]).toEqual([true, ['cw1', 'cw2']]);
+    expect((await t.req('GET', '/workers/cw1/credential')).body.revoked).toBe(true);
+    fs.writeFileSync(credFile, '{ "credentials": { "cw1": { "dhchap_key": "nope" } } }', { mode: 0o600 });
+    const refused = await t.req('PUT', '/workers/cw2/credential', { generate: true });
+    expect(refused.status).toBe(500);
+    expect(refused.body.message).toMatch(/nvme-credentials\.json:1: credentials\.cw1\.dhchap_key is not a DHHC-1 secret; fix the hand edit, nothing was changed$/);
+    expect(refused.text).not.toContain('DHHC-1:');
+  });
+
+  it('an edit that lands while a checkpoint is being written is merged and written again, never lost', async () => {
+    t = await startApp(); // IPXE_CP_CHECKPOINT_MS=0: every commit is checkpointed at once
+    await t.req('POST', '/devices', { mac: macOf(1) });
+    const files = t.app.get(FileSystem);
+    let edited = 0;
+    // Between writing the new devices.yml and renaming it over the old one, an operator saves an edit.
+    files.faultHook = (point) => {
+      if (point !== 'written:devices.yml' || edited++) return;
+      fs.appendFileSync(devicesFile(), `  "${macOf(7)}": {"state":"pooled","fingerprint":{"serial":"HAND-7"}}\n`);
+    };
+    try {
+      expect((await t.req('POST', '/devices', { mac: macOf(2) })).status).toBe(201);
+    } finally {
+      files.faultHook = null;
+    }
+    expect(edited).toBeGreaterThanOrEqual(2); // the first write was not renamed; the second was
+    const text = fs.readFileSync(devicesFile(), 'utf8');
+    for (const m of [macOf(1), macOf(2), macOf(7)]) expect(text).toContain(`"${m}"`);
+    expect(text).toContain('"serial":"HAND-7"');
+    expect((await t.req('GET', `/devices/${macOf(7)}`)).body.fingerprint.serial).toBe('HAND-7');
   });
 
   it('a block-style edit is merged with commits the file does not hold yet, and a hand-made binding reaches dhcp-hosts.conf at once', async () => {
