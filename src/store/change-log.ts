@@ -12,6 +12,17 @@ export interface ChangeRecord {
   w?: Record<string, unknown>;
   /** Audit entries of the commit (with their ids): recovered at start if they never reached operations.jsonl. */
   a?: { id: number; [field: string]: unknown }[];
+  /**
+   * SHA-256 of devices.yml and workers.yml as the process knew them when it appended this record
+   * (on the first record after a checkpoint, and after a hand edit was picked up): at start, a file
+   * matching none of them was edited while the control plane was stopped.
+   */
+  b?: { d: string; w: string };
+  /**
+   * The value each key had before its first change since the last checkpoint (null: absent), so a
+   * start can tell a YAML entry the checkpoint left as it was from one an operator edited.
+   */
+  p?: { d?: Record<string, unknown>; w?: Record<string, unknown> };
 }
 
 const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, '0');

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { LineCounter, parseDocument, isMap, isScalar } from 'yaml';
 import { sameStamp, type FileStamp, type FileSystem } from './file-system';
 
@@ -83,8 +84,12 @@ export class LedgerMap<T extends object> {
   }
 
   /** Loads the file (missing = empty); throws LedgerFileError naming file and line. */
+  /** SHA-256 of the file's text as this process last read, wrote or adopted it ('' when absent). */
+  knownSha = '';
+
   loadSync(): void {
     const text = this.fs.readTextSync(this.file);
+    this.knownSha = text === null ? '' : sha256(text);
     const m = text === null ? new Map<string, T>() : this.parse(text);
     this.map = m;
     this.base = new Map(m);
@@ -153,7 +158,8 @@ export class LedgerMap<T extends object> {
   }
 
   /** Makes a merged hand edit current; the file now holds `theirs`. */
-  adopt(merged: Map<string, T>, theirs: Map<string, T>, stamp: FileStamp | null, changed: string[]): void {
+  adopt(merged: Map<string, T>, theirs: Map<string, T>, stamp: FileStamp | null, changed: string[], text: string): void {
+    this.knownSha = sha256(text);
     this.map = merged;
     this.base = theirs;
     this.stamp = stamp;
@@ -230,6 +236,7 @@ export class LedgerMap<T extends object> {
       throw e;
     }
     this.stamp = this.fs.statSync(this.file);
+    this.knownSha = sha256(content);
     this.base = snapshot;
   }
 
@@ -340,3 +347,5 @@ export function lineOfKey(text: string, key: string): number {
 }
 
 
+
+const sha256 = (text: string | Buffer) => createHash('sha256').update(text).digest('hex');

@@ -135,6 +135,14 @@ export interface BootChange {
   hostnames: string[];
 }
 
+/** A ledger record without report telemetry (what a hand edit and a commit can disagree on). */
+function ledgerFacts(r: DeviceRecord | WorkerRecord | undefined): string {
+  if (!r) return '';
+  const { uuid, fingerprint, first_seen, last_seen, ...facts } = r as DeviceRecord;
+  void uuid, fingerprint, first_seen, last_seen;
+  return JSON.stringify(facts);
+}
+
 /** The part of a device record a boot answer depends on. */
 const bootFieldsOf = (d: DeviceRecord | undefined): string => (d ? `${d.state}\0${d.bound_worker_id ?? ''}` : '');
 
@@ -218,7 +226,12 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     this.devices.loadSync();
     this.workers.loadSync();
     const records = this.wal.loadSync();
+    this.checkReplay(records);
     records.forEach((r, i) => this.replay(r, i + 1));
+    for (const r of records) {
+      for (const k of Object.keys(r.d ?? {})) this.walTouched.d.add(k);
+      for (const k of Object.keys(r.w ?? {})) this.walTouched.w.add(k);
+    }
     // Commits whose audit entries a kill kept out of operations.jsonl: written before the log is emptied.
     const carried = records.flatMap((r) => (r.a ?? []) as AuditEntry[]);
     this.walAuditMax = Math.max(0, ...carried.map((e) => e.id));
@@ -801,6 +814,52 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     this.checkpointTimer.unref?.();
   }
 
+  private walBaseChanged = false;
+  /** Keys changed since the last checkpoint (their pre-change value is in the log already). */
+  private walTouched = { d: new Set<string>(), w: new Set<string>() };
+
+  /**
+   * Before the change log is replayed over the YAML files: a file that matches none of the states
+   * the log was written against was edited while the control plane was stopped. Where the edit
+   * and the log's committed values disagree (telemetry aside), replaying would silently undo the
+   * edit and keeping it would silently drop acknowledged commits: the start is refused, naming
+   * the entries and both ways out. Agreeing or untouched entries replay as always (a kill between
+   * a checkpoint's rename and the log's reset leaves files that agree with the log).
+   */
+  private checkReplay(records: ChangeRecord[]): void {
+    for (const [map, field] of [
+      [this.devices, 'd'],
+      [this.workers, 'w'],
+    ] as const) {
+      const bases = new Set(records.flatMap((r) => (r.b ? [r.b[field]] : [])));
+      if (!bases.size || bases.has(map.knownSha)) continue;
+      const m = map as LedgerMap<DeviceRecord | WorkerRecord>;
+      const value = (k: string, v: unknown) => (v === null || v === undefined ? undefined : m.check(k, v));
+      const last = new Map<string, unknown>();
+      const before = new Map<string, unknown>();
+      for (const r of records) {
+        for (const [k, v] of Object.entries(r.p?.[field] ?? {})) if (!before.has(k)) before.set(k, v);
+        for (const [k, v] of Object.entries(r[field] ?? {})) last.set(k, v);
+      }
+      // An entry the edit left as the checkpoint had it, or already set to the committed value, is fine.
+      const differ: string[] = [];
+      for (const [k, v] of last) {
+        if (!before.has(k)) continue; // a log of an older version: no pre-change value to compare
+        const now = ledgerFacts(map.get(k));
+        if (now !== ledgerFacts(value(k, before.get(k))) && now !== ledgerFacts(value(k, v))) differ.push(k);
+      }
+      if (!differ.length) continue;
+      const text = this.fs.readTextSync(map.file) ?? '';
+      const shown = differ.slice(0, 10).map((k) => JSON.stringify(k)).join(', ') + (differ.length > 10 ? ', ...' : '');
+      throw new LedgerFileError(
+        map.file,
+        Math.max(1, lineOfKey(text, differ[0])),
+        `edited while the control plane was stopped, and ${differ.length} entr(ies) of the edit differ from acknowledged commits in ${path.basename(this.wal.file)} that this file does not hold yet (${shown}). ` +
+          `To keep the commits, undo the edit of those entries; to keep the edit, delete the records naming them from ${path.basename(this.wal.file)} (their audit entries stay)`,
+      );
+    }
+  }
+
   private async append(
     d: Map<string, DeviceRecord | undefined>,
     w: Map<string, WorkerRecord | undefined>,
@@ -808,6 +867,17 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     audited: AuditEntry[] = [],
   ): Promise<void> {
     const rec: ChangeRecord = { seq: this.wal.seq + 1 };
+    const marked = this.wal.count === 0 || this.walBaseChanged;
+    if (marked) rec.b = { d: this.devices.knownSha, w: this.workers.knownSha };
+    if (this.wal.count === 0) this.walTouched = { d: new Set(), w: new Set() };
+    const firstTouch = (keys: Iterable<string>, seen: Set<string>, map: LedgerMap<DeviceRecord> | LedgerMap<WorkerRecord>) => {
+      const out: Record<string, unknown> = {};
+      for (const k of keys) if (!seen.has(k)) out[k] = map.get(k) ?? null;
+      return out;
+    };
+    const pd = firstTouch(d.keys(), this.walTouched.d, this.devices);
+    const pw = firstTouch(w.keys(), this.walTouched.w, this.workers);
+    if (Object.keys(pd).length || Object.keys(pw).length) rec.p = { ...(Object.keys(pd).length ? { d: pd } : {}), ...(Object.keys(pw).length ? { w: pw } : {}) };
     if (d.size) rec.d = obj(d);
     if (w.size) rec.w = obj(w);
     if (audited.length) rec.a = audited;
@@ -817,6 +887,9 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     } catch (e) {
       throw storageFailure(e, this.wal.file);
     }
+    if (marked) this.walBaseChanged = false;
+    for (const k of Object.keys(pd)) this.walTouched.d.add(k);
+    for (const k of Object.keys(pw)) this.walTouched.w.add(k);
     const seconds = (performance.now() - t0) / 1000;
     for (const o of this.commitObservers) o(seconds, kind);
   }
@@ -878,9 +951,11 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
         this.log.warn(`${file}: hand edit and control plane both changed ${m.conflicts.join(', ')} since the last checkpoint; the hand edit wins`);
       }
     }
-    if (cd.kind === 'changed') this.devices.adopt(devs, cd.theirs, cd.stamp, [...dChanged]);
+    if (cd.kind === 'changed') this.devices.adopt(devs, cd.theirs, cd.stamp, [...dChanged], cd.text);
     else if (dangling.length) for (const mac of dangling) this.devices.replay(mac, devs.get(mac));
-    if (cw.kind === 'changed') this.workers.adopt(wks, cw.theirs, cw.stamp, mw!.changed);
+    if (cw.kind === 'changed') this.workers.adopt(wks, cw.theirs, cw.stamp, mw!.changed, cw.text);
+    // The next record says which files the log now goes with (see checkReplay).
+    this.walBaseChanged = true;
     this.invalidate();
     this.log.log(`picked up a hand edit: ${dChanged.size} device(s), ${mw?.changed.length ?? 0} worker(s) changed`);
     // Log the merged values, so a replay after a crash gives what memory holds now.

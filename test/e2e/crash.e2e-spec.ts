@@ -285,9 +285,46 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     await verify(cp, { devices: new Set(['02:5b:00:00:00:01', '02:5b:00:00:00:02']), workers: new Set(['cut']), deleted: new Set(), pairs: new Map([['02:5b:00:00:00:01', 'cut']]) });
   });
 
-  it('a kill between a worker delete and its credential removal: a worker re-created with that id never inherits the secret', async () => {
+  it('a hand edit made while the control plane was down is never undone by the change-log replay: refused where they disagree, kept where they do not', async () => {
+    if (cp) {
+      await cp.kill();
+      fs.rmSync(cp.dir, { recursive: true, force: true });
+    }
+    cp = new ControlPlane(tempDir('kurrent-crash-edit-'), await freePort());
+    await cp.start();
+    const devicesFile = path.join(cp.dir, 'state/devices.yml');
+    for (const mac of ['02:5e:00:00:00:01', '02:5e:00:00:00:02']) expect((await cp.req('POST', '/devices', { mac })).status).toBe(201);
+    const onDisk = () => (fs.existsSync(devicesFile) ? fs.readFileSync(devicesFile, 'utf8') : '');
+    for (const end = Date.now() + 10_000; Date.now() < end && !onDisk().includes('02:5e:00:00:00:02'); ) await new Promise((r) => setTimeout(r, 50));
     await cp.kill();
-    fs.rmSync(cp.dir, { recursive: true, force: true });
+    // The revoke of 01 is committed (in ledger.wal), then the process dies before any checkpoint.
+    await cp.start('append:ledger.wal@1');
+    await expect(cp.req('DELETE', '/devices/02:5e:00:00:00:01')).rejects.toThrow();
+    await cp.exited;
+    const checkpointed = fs.readFileSync(devicesFile, 'utf8');
+    expect(checkpointed).toContain('"02:5e:00:00:00:01": {"mac":"02:5e:00:00:00:01"');
+    // While it is down, the operator deletes 01 from devices.yml by hand: the commit says revoked.
+    fs.writeFileSync(devicesFile, checkpointed.split('\n').filter((l) => !l.includes('"02:5e:00:00:00:01"')).join('\n'));
+    const refused = spawnSync(process.execPath, [MAIN], {
+      env: { PATH: process.env.PATH, IPXE_CP_PORT: String(await freePort()), IPXE_CP_HOST: '127.0.0.1', IPXE_CP_STATE_DIR: path.join(cp.dir, 'state'), IPXE_CP_CONFIG_DIR: path.join(cp.dir, 'config'), IPXE_CP_DNSMASQ_DIR: path.join(cp.dir, 'dnsmasq'), IPXE_CP_LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(refused.status).toBe(3);
+    expect(refused.stderr).toMatch(/devices\.yml:1: edited while the control plane was stopped, and 1 entr\(ies\) of the edit differ from acknowledged commits in ledger\.wal that this file does not hold yet \("02:5e:00:00:00:01"\)/);
+    // An edit that does not touch what the log holds (a new device by hand) is kept, and the revoke replays.
+    fs.writeFileSync(devicesFile, checkpointed.replace(/\n*$/, '\n') + '  "02:5e:00:00:00:09": {"state":"pooled"}\n');
+    await cp.start();
+    expect((await cp.req('GET', '/devices/02:5e:00:00:00:01')).body.state).toBe('revoked');
+    expect((await cp.req('GET', '/devices/02:5e:00:00:00:09')).status).toBe(200);
+    expect((await cp.req('GET', '/devices/02:5e:00:00:00:02')).body.state).toBe('pooled');
+  });
+
+  it('a kill between a worker delete and its credential removal: a worker re-created with that id never inherits the secret', async () => {
+    if (cp) {
+      await cp.kill();
+      fs.rmSync(cp.dir, { recursive: true, force: true });
+    }
     cp = new ControlPlane(tempDir('kurrent-crash-cred-'), await freePort());
     await cp.start();
     expect((await cp.req('POST', '/workers', { worker_id: 'again' })).status).toBe(201);

@@ -63,7 +63,7 @@ describe('LedgerMap', () => {
     if (c.kind !== 'changed') throw new Error(`expected a change, got ${c.kind}`);
     const { merged, changed } = m.merge(c.theirs);
     expect(changed.sort()).toEqual(['a', 'c']);
-    m.adopt(merged, c.theirs, c.stamp, changed);
+    m.adopt(merged, c.theirs, c.stamp, changed, c.text);
     expect(m.get('a')?.state).toBe('ready');
     expect(m.size).toBe(2);
     expect(m.checkFile().kind).toBe('same');
