@@ -13,6 +13,9 @@ module.exports = async () => {
     stdio: 'inherit',
   });
   // KURRENT_TEST_STORE=postgres: one cluster for the run (test/helpers/app.ts makes a database per app).
+  // The PostgreSQL pass writes the file-store-only tests it leaves out here; teardown prints them.
+  process.env.KURRENT_TEST_RUN = String(process.pid);
+  require('node:fs').rmSync(require('node:path').join(require('node:os').tmpdir(), `kurrent-file-only-${process.pid}.txt`), { force: true });
   if (process.env.KURRENT_TEST_STORE === 'postgres') {
     const { startPostgres } = require('../dist/scripts/pg-cluster.js');
     const pg = await startPostgres();

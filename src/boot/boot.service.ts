@@ -184,17 +184,18 @@ export class BootService implements OnModuleInit {
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootVarsDto> {
-    const slot = this.answerSlot('vars', rawMac, rawHostname, format);
+    return this.answer('vars', rawMac, rawHostname, format, nonce, sig, (who) => this.varsFor(who, format));
+  }
+
+  /** The cached answer of (route, format, mac, hostname), or the one rendered now (and cached when it may be). */
+  private answer<T extends string | object>(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown, render: (who: Who | null) => T): Answer<T> {
+    const slot = this.answerSlot(use, rawMac, rawHostname, format);
     const hit = slot?.get(rawHostname as string | undefined);
     if (hit !== undefined) {
       this.cacheStats.hits++;
-      return hit as string | BootVarsDto;
+      return hit as T;
     }
-    return this.remember(slot, rawMac, rawHostname, this.renderVars(rawMac, rawHostname, format, nonce, sig));
-  }
-
-  private renderVars(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<string | BootVarsDto> {
-    return then(this.identify('vars', rawMac, rawHostname, format, nonce, sig), (who) => this.varsFor(who, format));
+    return this.remember(slot, rawMac, rawHostname, then(this.identify(use, rawMac, rawHostname, format, nonce, sig), render));
   }
 
   private varsFor(who: Who | null, format: unknown): string | BootVarsDto {
@@ -233,17 +234,7 @@ export class BootService implements OnModuleInit {
    * once here and once there).
    */
   bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootMenuDto> {
-    const slot = this.answerSlot('menu', rawMac, rawHostname, format);
-    const hit = slot?.get(rawHostname as string | undefined);
-    if (hit !== undefined) {
-      this.cacheStats.hits++;
-      return hit as string | BootMenuDto;
-    }
-    return this.remember(slot, rawMac, rawHostname, this.renderMenu(rawMac, rawHostname, format, nonce, sig));
-  }
-
-  private renderMenu(rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<string | BootMenuDto> {
-    return then(this.identify('menu', rawMac, rawHostname, format, nonce, sig), (who) => this.menuFor(who, format));
+    return this.answer('menu', rawMac, rawHostname, format, nonce, sig, (who) => this.menuFor(who, format));
   }
 
   private menuFor(who: Who | null, format: unknown): string | BootMenuDto {

@@ -5,7 +5,7 @@ import { ApiError } from '../common/api-error';
 import { AppConfig } from '../config/app-config';
 import { ChangeLog, ChangeRecord } from './change-log';
 import { FileChangedError, FileSystem } from './file-system';
-import { LedgerFileError, LedgerMap, lineOfKey } from './ledger-map';
+import { LedgerFileError, LedgerMap, lineOfKey, type Validator } from './ledger-map';
 import { Mutex } from './mutex';
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
 import { StoreSync } from './store-sync';
@@ -728,6 +728,11 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     for (const fn of this.bootListeners) fn({ full: true, macs: [], workers: [], hostnames: [] });
   }
 
+  /** Logs pending report telemetry now (what the flush timer does a moment after reports). */
+  flushTelemetry(): Promise<void> {
+    return this.lock.run(() => this.flushLocked());
+  }
+
   /** Writes both YAML files from memory and empties the change log. Under the lock. */
   async checkpoint(): Promise<void> {
     if (this.pg) return;
@@ -1058,10 +1063,19 @@ function pgFailure(e: unknown): unknown {
 }
 
 export function readDevicesOnDisk(stateDir: string, fs: FileSystem): Map<string, DeviceRecord> {
-  const m = new LedgerMap(path.join(stateDir, 'devices.yml'), 'devices', '', validateDevice, fs);
+  return readOnDisk(stateDir, fs, 'devices', validateDevice, (r) => r.d);
+}
+
+/** The workers as a restart would see them (workers.yml + the change log), read without writing anything. */
+export function readWorkersOnDisk(stateDir: string, fs: FileSystem): Map<string, WorkerRecord> {
+  return readOnDisk(stateDir, fs, 'workers', validateWorker, (r) => r.w);
+}
+
+function readOnDisk<T extends object>(stateDir: string, fs: FileSystem, root: 'devices' | 'workers', validate: Validator<T>, part: (r: ChangeRecord) => Record<string, unknown> | undefined): Map<string, T> {
+  const m = new LedgerMap<T>(path.join(stateDir, `${root}.yml`), root, '', validate, fs);
   m.loadSync();
   for (const r of new ChangeLog(path.join(stateDir, 'ledger.wal'), fs).loadSync(true)) {
-    for (const [k, v] of Object.entries(r.d ?? {})) m.replay(k, v === null ? undefined : m.check(k, v));
+    for (const [k, v] of Object.entries(part(r) ?? {})) m.replay(k, v === null ? undefined : m.check(k, v));
   }
   return new Map(m.entries());
 }

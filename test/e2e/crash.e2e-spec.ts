@@ -86,6 +86,9 @@ class ControlPlane {
     await this.exited;
   }
 
+  /** Every 5xx answered (a killed process answers nothing; a live one must never fail a request). */
+  serverErrors: string[] = [];
+
   /** One request on a fresh connection (no keep-alive socket outlives the test). */
   req(method: string, url: string, body?: unknown): Promise<{ status: number; body: any }> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -111,7 +114,10 @@ class ControlPlane {
             } catch {
               parsed = text;
             }
-            resolve({ status: res.statusCode ?? 0, body: parsed });
+            const status = res.statusCode ?? 0;
+            // A kill shows as a failed connection, never as an answer: any 5xx is a defect.
+            if (status >= 500) this.serverErrors.push(`${method} ${url} -> ${status} ${text.slice(0, 200)}`);
+            resolve({ status, body: parsed });
           });
           res.on('error', reject);
         },
@@ -252,6 +258,8 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     expect(third.stderr).toContain(`kurrent: cannot start: 127.0.0.1:${busyPort} is already in use by another process (EADDRINUSE); choose another with IPXE_CP_PORT / IPXE_CP_HOST\n`);
     // The injected points were reached (not only random kills).
     expect(injectedKills).toBeGreaterThanOrEqual(6);
+    // "Not acknowledged" means the connection died with the process, never a 5xx from a live one.
+    expect(cp.serverErrors).toEqual([]);
     expect(acked.devices.size).toBeGreaterThan(200);
     expect(acked.pairs.size).toBeGreaterThan(20);
   });

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { FileSystem, TEMP_FILE } from '../../src/store/file-system';
+import { LedgerStore } from '../../src/store/ledger.store';
 import { describeFiles, macOf, startApp, tempDir, TestApp } from '../helpers/app';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -154,7 +155,11 @@ describeFiles('hand edits with deferred checkpoints', () => {
     fs.writeFileSync(devicesFile(), broken);
     await sleep(250);
     expect((await t.req('GET', `/devices/report?mac=${macOf(1)}&chip=RTL8125`)).status).toBe(200);
-    await sleep(400); // the telemetry flush and a checkpoint would have run by now
+    // Run now what the timers would run (no negative assertion after a fixed sleep): the telemetry
+    // flush and a checkpoint; neither may touch the broken file.
+    const store = t.app.get(LedgerStore);
+    await store.flushTelemetry();
+    await store.checkpoint().catch(() => undefined);
     expect(fs.readFileSync(devicesFile(), 'utf8')).toBe(broken);
     const r = await t.req('POST', '/devices', { mac: macOf(3) });
     expect(r.status).toBe(500);

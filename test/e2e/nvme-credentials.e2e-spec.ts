@@ -352,7 +352,9 @@ describe('NVMe/TCP credentials, boot variables and the reconciler (real nvmet ag
     fs.mkdirSync(busy);
     expect((await req('DELETE', '/workers/w1?delete_disk=true')).status).toBe(200);
     expect((await req('GET', '/workers/w1/credential')).status).toBe(404);
-    const file = JSON.parse(t.read('state/nvme-credentials.json'));
+    // Push bookkeeping is written shortly after (production defaults: within 200 ms): poll for it.
+    let file = JSON.parse(t.read('state/nvme-credentials.json'));
+    for (const end = Date.now() + 5_000; Date.now() < end && file.removals[0]?.attempts !== 1; await new Promise((r) => setTimeout(r, 20))) file = JSON.parse(t.read('state/nvme-credentials.json'));
     expect([file.credentials, file.removals]).toEqual([{}, [expect.objectContaining({ worker_id: 'w1', hostnqn: HOSTNQN, agent: 'n1', attempts: 1, last_error: expect.stringMatching(/^agent n1: internal error \(error_id /) })]]);
     expect((await reconcile()).not_due).toBe(1); // backoff
     fs.rmdirSync(busy);
@@ -364,7 +366,9 @@ describe('NVMe/TCP credentials, boot variables and the reconciler (real nvmet ag
     const pass = await reconcile();
     expect(pass.removed.map((x: { hostnqn: string }) => x.hostnqn).sort()).toEqual([HOSTNQN, stray].sort());
     expect((await node.api('GET', '/nvme/hosts')).body.map((h: { hostnqn: string }) => h.hostnqn)).toEqual([foreign]);
-    expect(JSON.parse(t.read('state/nvme-credentials.json')).removals).toEqual([]);
+    let removals = JSON.parse(t.read('state/nvme-credentials.json')).removals;
+    for (const end = Date.now() + 5_000; Date.now() < end && removals.length; await new Promise((r) => setTimeout(r, 20))) removals = JSON.parse(t.read('state/nvme-credentials.json')).removals;
+    expect(removals).toEqual([]);
     expect(fs.readdirSync(path.join(node.root, 'subsystems'))).toEqual([]);
     const audit = t.read('state/operations.jsonl');
     expect(audit).toContain('"op":"credential.delete"');

@@ -34,7 +34,7 @@ describe('the raw boot path answers exactly as the Fastify route does', () => {
     await t.req('POST', '/workers', { worker_id: 'worker-01', mac: '00:0c:29:b9:8b:2d' });
     await t.req('POST', '/workers', { worker_id: 'w2', hostname: 'pc-2' });
     await t.req('PUT', '/workers/worker-01/default-os', { menu_default: 'exit' });
-    await t.app.listen(0, '127.0.0.1');
+    if (!t.app.getHttpServer().listening) await t.app.listen(0, '127.0.0.1'); // the socket pass listens already
     port = (t.app.getHttpServer().address() as AddressInfo).port;
   });
   afterAll(() => t.close());

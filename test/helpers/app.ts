@@ -8,6 +8,10 @@ import { createApp } from '../../src/app.factory';
 import { loadConfig } from '../../src/config/app-config';
 import { checkResponse } from './spec-check';
 import { createKurrentClient } from '../../src/client';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { FileSystem } from '../../src/store/file-system';
+import { readDevicesOnDisk, readWorkersOnDisk } from '../../src/store/ledger.store';
 
 export interface TestApp {
   app: NestFastifyApplication;
@@ -59,6 +63,69 @@ export function injector(app: NestFastifyApplication, token?: string, spec = 'co
  */
 const databases = new Map<string, string>();
 export const onPostgres = () => process.env.KURRENT_TEST_STORE === 'postgres';
+/**
+ * KURRENT_TEST_TRANSPORT=socket (`npm run test:e2e:sockets`, part of `npm test`): every request
+ * goes over a real socket to the listening app, which runs with the production defaults of the
+ * store (deferred checkpoints, 500 ms telemetry flush) instead of the tests' write-every-commit
+ * mode; `read('state/devices.yml' | 'state/workers.yml')` shows what a restart would see (the
+ * YAML files with the change log replayed), rendered as the files are.
+ */
+export const onSockets = () => process.env.KURRENT_TEST_TRANSPORT === 'socket';
+
+/** The same requests as injector, over a real socket to the app (listening on a free loopback port on first use). */
+export function socketRequester(app: NestFastifyApplication, token?: string, spec = 'control-plane.openapi.json') {
+  let listening: Promise<unknown> | null = null;
+  return async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> => {
+    const server = app.getHttpServer() as http.Server;
+    if (!server.listening) await (listening ??= app.listen(0, '127.0.0.1'));
+    const port = (server.address() as AddressInfo).port;
+    const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+    const r = await new Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
+      const req = http.request(
+        {
+          host: '127.0.0.1',
+          port,
+          method,
+          path: url,
+          agent: false,
+          headers: {
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+            ...(body !== undefined && typeof body !== 'string' ? { 'content-type': 'application/json' } : {}),
+            ...(payload !== undefined ? { 'content-length': Buffer.byteLength(payload) } : {}),
+            ...headers,
+          },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
+        },
+      );
+      req.on('error', reject);
+      req.end(payload);
+    });
+    let parsed: unknown = undefined;
+    try {
+      parsed = r.text ? JSON.parse(r.text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    checkResponse(spec, method, url, r.status, r.headers['content-type'], r.text);
+    return { status: r.status, body: parsed, text: r.text, headers: r.headers as Record<string, unknown> };
+  };
+}
+
+/** devices.yml / workers.yml as a restart would read them (the YAML plus the change log), one compact entry a line. */
+function readOnDisk(dir: string, rel: string): string | null {
+  const stateDir = path.join(dir, 'state');
+  const render = (root: string, m: Map<string, unknown>) =>
+    m.size ? `${root}:\n${[...m].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `  ${JSON.stringify(k)}: ${JSON.stringify(v)}`).join('\n')}\n` : `${root}: {}\n`;
+  if (rel === 'state/devices.yml') return render('devices', readDevicesOnDisk(stateDir, new FileSystem()));
+  if (rel === 'state/workers.yml') return render('workers', readWorkersOnDisk(stateDir, new FileSystem()));
+  if (rel === 'state/ledger.wal') return '';
+  return null;
+}
 function storeEnv(dir: string): Record<string, string> {
   if (!onPostgres()) return {};
   const admin = process.env.KURRENT_TEST_PG_URL;
@@ -90,7 +157,9 @@ function readFromDb(url: string, rel: string): string | null {
     });
     return lines.length ? `${root}:\n${lines.map((l) => `  ${l}`).join('\n')}\n` : `${root}: {}\n`;
   };
-  try {
+  // No catch: a query that fails must fail the test, not read as "<missing>" (a "nothing
+  // changed" assertion would then pass vacuously).
+  {
     switch (rel) {
       case 'state/devices.yml':
         return ledger('devices', "SELECT json_build_array(mac, data)::text FROM devices ORDER BY mac");
@@ -111,8 +180,6 @@ function readFromDb(url: string, rel: string): string | null {
       default:
         return null;
     }
-  } catch {
-    return '<missing>';
   }
 }
 
@@ -122,10 +189,19 @@ function readFromDb(url: string, rel: string): string | null {
  * (`npm run test:e2e:pg`, part of `npm test`) runs every other e2e test on the database.
  */
 export function describeFiles(name: string, fn: () => void): void {
-  if (!onPostgres()) describe(name, fn);
+  if (!onPostgres() && !onSockets()) describe(name, fn);
+  else notRunHere(name);
 }
 export function itFiles(name: string, fn: () => Promise<unknown>, timeout?: number): void {
-  if (!onPostgres()) it(name, fn, timeout);
+  if (!onPostgres() && !onSockets()) it(name, fn, timeout);
+  else notRunHere(name);
+}
+
+/** The PostgreSQL and socket passes list what they leave to the file pass (test/global-teardown.js prints it). */
+export const FILE_ONLY_LIST = path.join(os.tmpdir(), `kurrent-file-only-${process.env.KURRENT_TEST_RUN ?? 'run'}.txt`);
+function notRunHere(name: string): void {
+  const file = path.basename(expect.getState().testPath ?? '');
+  fs.appendFileSync(FILE_ONLY_LIST, `${file}: ${name}\n`);
 }
 
 export function tempDir(prefix = 'kurrent-'): string {
@@ -147,20 +223,22 @@ export async function startApp(
     IPXE_CP_STATE_DIR: path.join(dir, 'state'),
     IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'),
     IPXE_CP_LOG_LEVEL: 'silent',
-    IPXE_CP_REPORT_FLUSH_MS: '50',
     // The YAML files are rewritten on every commit, so tests can read them right after a request;
-    // the deferred checkpoint (the production default) has its own tests (ledger-durability).
-    IPXE_CP_CHECKPOINT_MS: '0',
+    // the deferred checkpoint (the production default) has its own tests (ledger-durability) and
+    // the socket pass runs every test with it.
+    ...(onSockets() ? {} : { IPXE_CP_REPORT_FLUSH_MS: '50', IPXE_CP_CHECKPOINT_MS: '0' }),
     ...env,
   };
   const app = await createApp(loadConfig(fullEnv), { quiet: true });
   opts.before?.(app);
   await app.init();
   await app.getHttpAdapter().getInstance().ready();
-  const req = injector(app, fullEnv.IPXE_CP_TOKEN);
+  const req = onSockets() ? socketRequester(app, fullEnv.IPXE_CP_TOKEN) : injector(app, fullEnv.IPXE_CP_TOKEN);
   const read = (rel: string) => {
     const fromDb = fullEnv.IPXE_CP_STORE === 'postgres' ? readFromDb(fullEnv.IPXE_CP_DATABASE_URL, rel) : null;
     if (fromDb !== null) return fromDb;
+    const onDisk = onSockets() && fullEnv.IPXE_CP_CHECKPOINT_MS !== '0' ? readOnDisk(dir, rel) : null;
+    if (onDisk !== null) return onDisk;
     try {
       return fs.readFileSync(path.join(dir, rel), 'utf8');
     } catch {
