@@ -880,8 +880,10 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
       for (const k of keys) if (!seen.has(k)) out[k] = map.get(k) ?? null;
       return out;
     };
-    const pd = firstTouch(d.keys(), this.walTouched.d, this.devices);
-    const pw = firstTouch(w.keys(), this.walTouched.w, this.workers);
+    // Telemetry changes no fact a hand edit could disagree with: no pre-change values for it (a
+    // storm's flush stays its own size), and a later commit of the key records them instead.
+    const pd = kind === 'telemetry' ? {} : firstTouch(d.keys(), this.walTouched.d, this.devices);
+    const pw = kind === 'telemetry' ? {} : firstTouch(w.keys(), this.walTouched.w, this.workers);
     if (Object.keys(pd).length || Object.keys(pw).length) rec.p = { ...(Object.keys(pd).length ? { d: pd } : {}), ...(Object.keys(pw).length ? { w: pw } : {}) };
     if (d.size) rec.d = obj(d);
     if (w.size) rec.w = obj(w);
