@@ -135,13 +135,11 @@ export interface BootChange {
   hostnames: string[];
 }
 
-/** A ledger record without report telemetry (what a hand edit and a commit can disagree on). */
-function ledgerFacts(r: DeviceRecord | WorkerRecord | undefined): string {
-  if (!r) return '';
-  const { uuid, fingerprint, first_seen, last_seen, ...facts } = r as DeviceRecord;
-  void uuid, fingerprint, first_seen, last_seen;
-  return JSON.stringify(facts);
-}
+/** Report telemetry of a device record: written by reports, never what a hand edit and a commit disagree on. */
+const TELEMETRY_FIELDS = new Set(['uuid', 'fingerprint', 'first_seen', 'last_seen']);
+/** A ledger record without its telemetry (top-level fields only; worker records have none). */
+const ledgerFacts = (r: DeviceRecord | WorkerRecord | undefined): string =>
+  r ? JSON.stringify(Object.fromEntries(Object.entries(r).filter(([k]) => !TELEMETRY_FIELDS.has(k)))) : '';
 
 /** The part of a device record a boot answer depends on. */
 const bootFieldsOf = (d: DeviceRecord | undefined): string => (d ? `${d.state}\0${d.bound_worker_id ?? ''}` : '');
@@ -820,7 +818,10 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
   }
 
   private walBaseChanged = false;
-  /** Keys changed since the last checkpoint (their pre-change value is in the log already). */
+  /**
+   * Keys that need no pre-change value in the next record: changed since the last checkpoint by a
+   * logged commit (or, after a start on a log the checkpoint could not empty, by any of its records).
+   */
   private walTouched = { d: new Set<string>(), w: new Set<string>() };
 
   /**

@@ -139,6 +139,16 @@ interface Acked {
 
 describe('crash consistency (kill -9 under a write storm)', () => {
   let cp: ControlPlane;
+
+  /** Ends the control plane of the test before (if any) and starts one on a new state directory. */
+  const freshControlPlane = async (prefix: string) => {
+    if (cp) {
+      await cp.kill();
+      fs.rmSync(cp.dir, { recursive: true, force: true });
+    }
+    cp = new ControlPlane(tempDir(prefix), await freePort());
+    await cp.start();
+  };
   afterAll(async () => {
     await cp?.kill();
     if (cp) fs.rmSync(cp.dir, { recursive: true, force: true });
@@ -265,12 +275,7 @@ describe('crash consistency (kill -9 under a write storm)', () => {
   });
 
   it('a kill right after a commit is durable, before its audit entry is written: the entry is recovered at start', async () => {
-    if (cp) {
-      await cp.kill();
-      fs.rmSync(cp.dir, { recursive: true, force: true });
-    }
-    cp = new ControlPlane(tempDir('kurrent-crash-audit-'), await freePort());
-    await cp.start();
+    await freshControlPlane('kurrent-crash-audit-');
     expect((await cp.req('POST', '/devices', { mac: '02:5b:00:00:00:01' })).status).toBe(201);
     await cp.kill();
     // The first change-log append of this process is the worker's commit: it dies right after it.
@@ -294,12 +299,7 @@ describe('crash consistency (kill -9 under a write storm)', () => {
   });
 
   it('a hand edit made while the control plane was down is never undone by the change-log replay: refused where they disagree, kept where they do not', async () => {
-    if (cp) {
-      await cp.kill();
-      fs.rmSync(cp.dir, { recursive: true, force: true });
-    }
-    cp = new ControlPlane(tempDir('kurrent-crash-edit-'), await freePort());
-    await cp.start();
+    await freshControlPlane('kurrent-crash-edit-');
     const devicesFile = path.join(cp.dir, 'state/devices.yml');
     for (const mac of ['02:5e:00:00:00:01', '02:5e:00:00:00:02']) expect((await cp.req('POST', '/devices', { mac })).status).toBe(201);
     const onDisk = () => (fs.existsSync(devicesFile) ? fs.readFileSync(devicesFile, 'utf8') : '');
@@ -329,12 +329,7 @@ describe('crash consistency (kill -9 under a write storm)', () => {
   });
 
   it('a kill between a worker delete and its credential removal: a worker re-created with that id never inherits the secret', async () => {
-    if (cp) {
-      await cp.kill();
-      fs.rmSync(cp.dir, { recursive: true, force: true });
-    }
-    cp = new ControlPlane(tempDir('kurrent-crash-cred-'), await freePort());
-    await cp.start();
+    await freshControlPlane('kurrent-crash-cred-');
     expect((await cp.req('POST', '/workers', { worker_id: 'again' })).status).toBe(201);
     const first = await cp.req('PUT', '/workers/again/credential', { generate: true });
     expect(first.status).toBe(200);
