@@ -65,6 +65,15 @@ export function deriveCtrlKey(dhchapKey: string, hostnqn: string): string {
 }
 
 /**
+ * The worker's iSCSI CHAP secret for targets that require CHAP (LIO), derived from its storage
+ * credential like the controller key (HKDF-SHA-256, label "Kurrent iscsi chap", context the
+ * worker id), 18 bytes as 24 base64url characters: it rotates and is revoked with the credential.
+ */
+export function deriveIscsiChapSecret(dhchapKey: string, workerId: string): string {
+  return hkdfLabel('sha256', dhchapKeyBytes(dhchapKey), 'Kurrent iscsi chap', workerId, 18).toString('base64url');
+}
+
+/**
  * HKDF-Expand-Label(HKDF-Extract(0, ikm), label, context, length) (RFC 5869, label form of RFC
  * 8446 7.1: "tls13 " prefix, length bytes); one block, so length <= the hash's size.
  */
@@ -77,18 +86,34 @@ function hkdfLabel(hash: 'sha256' | 'sha384', ikm: Buffer, label: string, contex
 }
 
 /**
- * What goes into the kernel's `.nvme` keyring for one (host, subsystem): the retained PSK of a
- * configured PSK in interchange form (NVMe/TCP TLS, TP 8011; libnvme `derive_retained_key`):
- * HKDF-Expand-Label(HKDF-Extract(0, configured), "HostNQN", hostnqn, L) with SHA-256 (hh 01, L 32)
- * or SHA-384 (hh 02, L 48), under the identity `NVMe0R<hh> <hostnqn> <subsysnqn>`, the form the
- * kernel's nvme-tcp host looks up (nvme_tls_psk_default) and sends, and tlshd finds on the target.
+ * What goes into the kernel's `.nvme` keyring for one (host, subsystem), built from a configured
+ * PSK in interchange form (NVMe/TCP TLS, TP 8011 and TP 8018; libnvme `derive_nvme_keys`). First
+ * the retained PSK: HKDF-Expand-Label(HKDF-Extract(0, configured), "HostNQN", hostnqn, L) with
+ * SHA-256 (hh 01, L 32) or SHA-384 (hh 02, L 48). Then two entries:
+ * - version 0, `NVMe0R<hh> <hostnqn> <subsysnqn>` with the retained PSK itself: what the 6.12
+ *   nvme-tcp host looks up (nvme_tls_psk_default) and sends, and tlshd finds on the target;
+ * - version 1, `NVMe1R<hh> <hostnqn> <subsysnqn> <digest>`, digest = Base64(HMAC(retained,
+ *   hostnqn " " subsysnqn " NVMe-over-Fabrics")), with the TLS PSK HKDF-Expand-Label(
+ *   HKDF-Extract(0, retained), "nvme-tls-psk", "<hh> <digest>", L): what a host that sends the
+ *   version-1 identity (newer kernels and nvme-cli, or an explicit tls_key) hands to tlshd.
  */
-export function retainedPsk(tlsPsk: string, hostnqn: string, subsysnqn: string): { identity: string; key: Buffer } {
+export function tlsPskEntries(tlsPsk: string, hostnqn: string, subsysnqn: string): { identity: string; key: Buffer }[] {
   const [, hh, b64] = tlsPsk.split(':');
   const raw = Buffer.from(b64, 'base64');
   const configured = raw.subarray(0, raw.length - 4);
-  const key = hh === '02' ? hkdfLabel('sha384', configured, 'HostNQN', hostnqn, 48) : hkdfLabel('sha256', configured, 'HostNQN', hostnqn, 32);
-  return { identity: `NVMe0R${hh} ${hostnqn} ${subsysnqn}`, key };
+  const [hash, len] = hh === '02' ? (['sha384', 48] as const) : (['sha256', 32] as const);
+  const retained = hkdfLabel(hash, configured, 'HostNQN', hostnqn, len);
+  const digest = createHmac(hash, retained).update(`${hostnqn} ${subsysnqn} NVMe-over-Fabrics`).digest('base64');
+  return [
+    { identity: `NVMe0R${hh} ${hostnqn} ${subsysnqn}`, key: retained },
+    { identity: `NVMe1R${hh} ${hostnqn} ${subsysnqn} ${digest}`, key: hkdfLabel(hash, retained, 'nvme-tls-psk', `${hh} ${digest}`, len) },
+  ];
+}
+
+/** Whether a keyring identity (either version) is the one of this (host, subsystem). */
+export function isTlsPskIdentityOf(identity: string, hostnqn: string, subsysnqn: string): boolean {
+  const p = identity.split(' ');
+  return /^NVMe[01]R0[12]$/.test(p[0]) && p[1] === hostnqn && p[2] === subsysnqn;
 }
 
 /** First 12 hex digits of SHA-256 of a secret: tells secrets apart without revealing them. */

@@ -9,6 +9,8 @@ import { ProcessRunner } from '../../common/process-runner';
 export interface NvmeKeyring {
   /** Whether the running kernel has the keyring (null: not a real kernel, nothing to write). */
   available(): Promise<boolean | null>;
+  /** The identities of the PSKs it holds. */
+  list(): Promise<string[]>;
   put(identity: string, key: Buffer): Promise<void>;
   remove(identity: string): Promise<void>;
 }
@@ -43,6 +45,10 @@ export class KernelNvmeKeyring implements NvmeKeyring {
     await this.proc.run('keyctl', ['padd', 'psk', identity, ring], 10_000, key);
   }
 
+  async list(): Promise<string[]> {
+    return this.ring() ? this.entries().map((e) => e.identity) : [];
+  }
+
   /** Unlinking needs write on the keyring only; the kernel then drops the unreferenced key. */
   async remove(identity: string): Promise<void> {
     const ring = this.need();
@@ -64,6 +70,9 @@ export class KernelNvmeKeyring implements NvmeKeyring {
 export class NoNvmeKeyring implements NvmeKeyring {
   async available(): Promise<null> {
     return null;
+  }
+  async list(): Promise<string[]> {
+    return [];
   }
   async put(): Promise<void> {}
   async remove(): Promise<void> {}

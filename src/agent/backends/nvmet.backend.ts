@@ -1,4 +1,4 @@
-import { retainedPsk } from '../../common/nvme-keys';
+import { isTlsPskIdentityOf, tlsPskEntries } from '../../common/nvme-keys';
 import { HostCredentials, KernelFeatureError, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 import { ConfigFs } from './configfs';
 import { NvmeKeyring } from './nvme-keyring';
@@ -198,17 +198,17 @@ export class NvmetBackend implements TargetBackend {
   }
 
   /**
-   * The keyring entry of one (host, subsystem): present exactly while the host is allowed there
-   * with a PSK. Removal covers both hash variants, so no stale key survives a change of PSK form.
+   * The keyring entries of one (host, subsystem), both identity versions: present exactly while
+   * the host is allowed there with a PSK. Every other entry of the pair goes (another hash, a
+   * version-1 identity of a previous PSK, whose digest differs), so no stale key survives a change.
    */
   private async syncPsk(nqn: string, hostnqn: string, on: boolean): Promise<void> {
     if (!this.port.tls) return;
     const psk = this.psks.get(hostnqn);
-    const keep = on && psk ? retainedPsk(psk, hostnqn, nqn) : null;
-    for (const hh of ['01', '02']) {
-      const identity = `NVMe0R${hh} ${hostnqn} ${nqn}`;
-      if (identity !== keep?.identity) await this.keyring.remove(identity);
+    const keep = on && psk ? tlsPskEntries(psk, hostnqn, nqn) : [];
+    for (const identity of await this.keyring.list()) {
+      if (isTlsPskIdentityOf(identity, hostnqn, nqn) && !keep.some((k) => k.identity === identity)) await this.keyring.remove(identity);
     }
-    if (keep) await this.keyring.put(keep.identity, keep.key);
+    for (const k of keep) await this.keyring.put(k.identity, k.key);
   }
 }
