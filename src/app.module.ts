@@ -29,6 +29,10 @@ export const REDACT_PATHS = [
   '*.dhchap_key',
   '*.dhchap_ctrl_key',
   '*.tls_psk',
+  '*.dhchap_secret',
+  '*.dhchap_ctrl_secret',
+  '*.iscsi_password',
+  '*.chap.secret',
 ];
 
 @Module({})

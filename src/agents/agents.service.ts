@@ -49,6 +49,11 @@ export class AgentsService implements OnApplicationBootstrap {
   /** The outcome of the last probe of each agent (GET /agents?live, start-up, placement): for /metrics. */
   readonly lastProbe = new Map<string, { up: boolean; at: number }>();
 
+  /** The agent's backend: its lio/stgt tag, else its cached capabilities (undefined before a probe). */
+  backendOf(a: AgentRecord): string | undefined {
+    return a.tags.includes('lio') ? 'lio' : a.tags.includes('stgt') ? 'stgt' : this.caps.get(a.id)?.backend;
+  }
+
   cachedCapabilities(id: string): Capabilities | undefined {
     return this.caps.get(id);
   }

@@ -204,9 +204,9 @@ export class BootService implements OnModuleInit {
     const vars = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
     // An NVMe default disk that cannot be connected now: the empty script, never another transport.
     if (!vars) return format === 'json' ? {} : EMPTY_SCRIPT;
-    // The TLS PSK goes only to the MAC bound to the worker (checked by resolve), never to a
+    // The TLS PSK and DH-HMAC-CHAP secrets go only to the MAC bound to the worker (checked by resolve), never to a
     // hostname alone: hostnames are guessable. Refused like a disk that cannot be connected.
-    if (vars.tls_psk && !mac) {
+    if ((vars.tls_psk || vars.iscsi_password) && !mac) {
       this.auditDenial(null, r.kind === 'worker' ? r.worker.worker_id : null, 'secret-bearing boot vars need the bound mac');
       return format === 'json' ? {} : EMPTY_SCRIPT;
     }
@@ -214,12 +214,17 @@ export class BootService implements OnModuleInit {
     if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
     if (vars.iscsi_server) list.push({ name: 'iscsi-server', grammar: 'address', value: vars.iscsi_server });
     if (vars.iscsi_sep) list.push({ name: 'iscsi-sep', grammar: 'iscsi-sep', value: vars.iscsi_sep });
+    // iPXE's own setting names: its iSCSI initiator answers the target's CHAP challenge with them.
+    if (vars.iscsi_username) list.push({ name: 'username', grammar: 'chap-userid', value: vars.iscsi_username });
+    if (vars.iscsi_password) list.push({ name: 'password', grammar: 'chap-secret', value: vars.iscsi_password });
     if (vars.disk_nqn) {
       list.push({ name: 'disk-nqn', grammar: 'nqn', value: vars.disk_nqn });
       list.push({ name: 'storager-ip', grammar: 'address', value: vars.storager_ip! });
       list.push({ name: 'nvme-port', grammar: 'number', value: vars.nvme_port! });
       list.push({ name: 'hostnqn', grammar: 'nqn', value: vars.hostnqn! });
       list.push({ name: 'tls-psk', grammar: 'tls-psk', value: vars.tls_psk! });
+      list.push({ name: 'dhchap-secret', grammar: 'dhchap-secret', value: vars.dhchap_secret! });
+      list.push({ name: 'dhchap-ctrl-secret', grammar: 'dhchap-secret', value: vars.dhchap_ctrl_secret! });
     }
     list.push({ name: 'menu-default', grammar: 'menu-name', value: vars.menu_default ?? '' });
     list.push({ name: 'menu-timeout', grammar: 'number', value: vars.menu_timeout ?? '' });
@@ -361,8 +366,8 @@ export class BootService implements OnModuleInit {
 
   /**
    * Seed 000 for iSCSI (base_iqn, iscsi_server, iscsi_sep of the default disk, else of the first
-   * one), seed 004 for an NVMe/TCP default disk (disk_nqn, storager_ip, nvme_port, hostnqn,
-   * tls_psk; no iSCSI variable). null: the NVMe default disk cannot be connected now.
+   * one; with disks on LIO the worker's CHAP user name and secret), seed 004 for an NVMe/TCP default disk (disk_nqn, storager_ip, nvme_port, hostnqn,
+   * tls_psk, and the DH-HMAC-CHAP secrets both directions need; no iSCSI variable). null: the NVMe default disk cannot be connected now.
    */
   private workerVars(w: WorkerRecord): BootVarsDto | null {
     const d = this.disks.defaultDisk(w);
@@ -373,6 +378,10 @@ export class BootService implements OnModuleInit {
       Object.assign(out, nv);
     } else if (d) {
       Object.assign(out, this.disks.iscsi(d.disk));
+      const chap = this.disks.iscsiChap(w);
+      // A revoked credential locks the worker's LIO targets: no script that would try them.
+      if (chap === null && this.disks.isLio(d.disk)) return null;
+      if (chap) Object.assign(out, { iscsi_username: chap.userid, iscsi_password: chap.secret });
     }
     const menuDefault = d?.explicit ? this.disks.itemId(d.disk) : w.boot.menu_default ? this.menuIdFor(w, w.boot.menu_default) : null;
     if (!menuDefault) return { ...out, ...this.rebootLoop() };

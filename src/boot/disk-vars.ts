@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { AgentRegistry } from '../agents/agent-registry';
 import { AgentsService } from '../agents/agents.service';
 import { CredentialsService } from '../credentials/credentials.service';
+import { IscsiAccessService } from '../credentials/iscsi-access.service';
 import { DiskRecord, targetName, WorkerRecord } from '../store/records';
 
 export interface DiskVars {
@@ -17,6 +18,8 @@ export interface NvmeVars {
   nvme_port: number;
   hostnqn: string;
   tls_psk: string;
+  dhchap_secret: string;
+  dhchap_ctrl_secret: string;
 }
 
 /** One item of the worker's boot menu: a disk it can boot. */
@@ -43,6 +46,7 @@ export class DiskVarsResolver {
     private readonly registry: AgentRegistry,
     private readonly agents: AgentsService,
     private readonly credentials: CredentialsService,
+    private readonly iscsiAccess: IscsiAccessService,
   ) {}
 
   /**
@@ -79,6 +83,20 @@ export class DiskVarsResolver {
   }
 
   /**
+   * The CHAP credential of a worker with disks on LIO (one per worker, for every menu item):
+   * undefined when it has none there or no credential (targets made before CHAP), null when the
+   * credential is revoked (its LIO targets are locked).
+   */
+  iscsiChap(w: WorkerRecord): { userid: string; secret: string } | null | undefined {
+    if (!w.disks.some((d) => this.iscsiAccess.isLio(d))) return undefined;
+    return this.iscsiAccess.chapOf(w.worker_id);
+  }
+
+  isLio(disk: DiskRecord): boolean {
+    return this.iscsiAccess.isLio(disk);
+  }
+
+  /**
    * NVMe/TCP variables of a disk, or null when it must not boot: no credential, revoked, not
    * (yet) on the disk's agent, or the agent's port unknown or without TLS (never plaintext).
    */
@@ -89,7 +107,7 @@ export class DiskVarsResolver {
     if (!caps?.nvme_port || caps.nvme_tls !== true) return null;
     const cred = this.credentials.bootCredential(w.worker_id, disk);
     if (!cred) return null;
-    return { disk_nqn: disk.nqn, storager_ip: this.agents.dataAddress(a), nvme_port: caps.nvme_port, hostnqn: cred.hostnqn, tls_psk: cred.tls_psk };
+    return { disk_nqn: disk.nqn, storager_ip: this.agents.dataAddress(a), nvme_port: caps.nvme_port, ...cred };
   }
 
   /** Every disk the worker can boot now, in a stable order (os, os_version, os_tag). */
@@ -129,7 +147,7 @@ export class DiskVarsResolver {
     const a = this.registry.get(disk.agent);
     if (!a) return {};
     const caps = this.agents.cachedCapabilities(a.id);
-    const backend = a.tags.includes('lio') ? 'lio' : a.tags.includes('stgt') ? 'stgt' : caps?.backend;
+    const backend = this.agents.backendOf(a);
     const port = caps?.iscsi_port && caps.iscsi_port !== 3260 ? String(caps.iscsi_port) : '';
     return { iscsi_server: this.agents.dataAddress(a), iscsi_sep: `::${port}:${backend === 'lio' ? '' : '1'}:` };
   }

@@ -56,6 +56,25 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/luns/access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
+         *     control plane's way to follow a renamed worker, a rotated or a revoked credential). Sessions
+         *     already logged in stay; the next login meets the new rule. */
+        put: operations["setLunAccess"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/luns/cd": {
         parameters: {
             query?: never;
@@ -207,6 +226,8 @@ export interface components {
             /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
              *     no other initiator. Omitted: open to any initiator, as before. */
             allowed_initiators?: string[];
+            /** @description lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
+            chap?: components["schemas"]["LunChapDto"];
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
             iqn: string;
@@ -268,6 +289,12 @@ export interface components {
             /** @description Absolute path of the backing file. */
             backing: string | null;
         };
+        LunChapDto: {
+            /** @description CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs; never answered back. */
+            secret: string;
+            /** @description CHAP user name the initiator must send (CHAP_N). */
+            userid: string;
+        };
         LunTargetDto: {
             /** @description nvmet: allowed host NQNs. */
             allowed_hosts?: string[];
@@ -275,6 +302,10 @@ export interface components {
             allowed_initiators?: string[];
             /** @description A read-only CD (ISO) target. */
             cd: boolean;
+            /** @description lio: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them). */
+            chap_secret_sha256?: string;
+            /** @description lio: the CHAP user name its ACLs require (absent: no CHAP). */
+            chap_userid?: string;
             /** @description iSCSI target name (stgt, lio). */
             iqn?: string;
             luns: components["schemas"]["LunBackingDto"][];
@@ -328,6 +359,14 @@ export interface components {
         ScanSkippedDto: {
             iqn: string;
             reason: string;
+        };
+        SetLunAccessDto: {
+            /** @description The initiator IQNs its node ACLs admit from now on (the others are removed). At least one: a closed target stays closed. */
+            allowed_initiators: string[];
+            /** @description CHAP required of them; omitted: no CHAP (authentication off). */
+            chap?: components["schemas"]["LunChapDto"];
+            /** @description The target. */
+            iqn: string;
         };
     };
     responses: never;
@@ -490,6 +529,74 @@ export interface operations {
                 };
             };
             /** @description delete_file: the file is a master or used by another target; nothing was deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    setLunAccess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetLunAccessDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LunTargetDto"];
+                };
+            };
+            /** @description invalid input (the message names the field), or a backend without ACLs */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description disk target not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the target is open to any initiator */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -996,15 +996,29 @@ export interface components {
         BootVarsDto: {
             /** @description IQN prefix of the default boot disk (absent without a disk). */
             base_iqn?: string;
+            /** @description The controller's DH-HMAC-CHAP secret (`--dhchap-ctrl-secret`): the host checks the target's
+             *     answer with it (bidirectional authentication). Derived from dhchap_secret, so it rotates and
+             *     is revoked with it. */
+            dhchap_ctrl_secret?: string;
+            /** @description The worker's DH-HMAC-CHAP secret (`DHHC-1:00:<base64>:`, nvme connect's `--dhchap-secret`),
+             *     sent with tls_psk and under the same rule: only to the bound MAC (and its signature when
+             *     enforcement is on). */
+            dhchap_secret?: string;
             /** @description NVMe/TCP default disk (seed 004): the subsystem NQN. With it, no iSCSI variable is sent. */
             disk_nqn?: string;
             /** @description The worker's host NQN. */
             hostnqn?: string;
+            /** @description The CHAP secret (derived from the worker's credential; rotates and is revoked with it). iPXE
+             *     `set password`. Only to the bound MAC, like tls_psk. */
+            iscsi_password?: string;
             /** @description root-path separator `:<protocol>:<port>:<lun>:`: stgt `:::1:`, LIO `::::`; an agent on another
              *     iSCSI port than 3260 (capabilities.iscsi_port) puts it between the first colons (`::3261:1:`). */
             iscsi_sep?: string;
             /** @description Data-plane address of that disk's agent. */
             iscsi_server?: string;
+            /** @description A worker with disks on LIO: the CHAP user name its targets require (the worker id). In the
+             *     iPXE script `set username`, the setting iPXE's iSCSI initiator answers CHAP with. */
+            iscsi_username?: string;
             /** @description default_os > boot.menu_default > reboot. */
             menu_default?: string;
             /** @description ms: boot.menu_timeout > IPXE_CP_BOOT_MENU_TIMEOUT; the reboot loop uses IPXE_CP_AUTO_BOOT_TIMEOUT. */
@@ -1013,9 +1027,10 @@ export interface components {
             nvme_port?: number;
             /** @description Data-plane address of that disk's agent. */
             storager_ip?: string;
-            /** @description The worker's TLS PSK in interchange form (`NVMeTLSkey-1:01:<base64>:`). The only secret this
-             *     unauthenticated route hands out: turn on signature enforcement so only the bound device's key
-             *     can fetch it. */
+            /** @description The worker's TLS PSK in interchange form (`NVMeTLSkey-1:01:<base64>:`). With the two
+             *     DH-HMAC-CHAP secrets, the only secrets this unauthenticated route hands out, and only to the
+             *     MAC bound to the worker: turn on signature enforcement so only the bound device's key can
+             *     fetch them. */
             tls_psk?: string;
         };
         CdDto: {
@@ -1094,6 +1109,8 @@ export interface components {
             /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
              *     no other initiator. Omitted: open to any initiator, as before. */
             allowed_initiators?: string[];
+            /** @description lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
+            chap?: components["schemas"]["LunChapDto"];
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
             iqn: string;
@@ -1332,6 +1349,12 @@ export interface components {
             /** @description Absolute path of the backing file. */
             backing: string | null;
         };
+        LunChapDto: {
+            /** @description CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs; never answered back. */
+            secret: string;
+            /** @description CHAP user name the initiator must send (CHAP_N). */
+            userid: string;
+        };
         LunTargetDto: {
             /** @description nvmet: allowed host NQNs. */
             allowed_hosts?: string[];
@@ -1339,6 +1362,10 @@ export interface components {
             allowed_initiators?: string[];
             /** @description A read-only CD (ISO) target. */
             cd: boolean;
+            /** @description lio: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them). */
+            chap_secret_sha256?: string;
+            /** @description lio: the CHAP user name its ACLs require (absent: no CHAP). */
+            chap_userid?: string;
             /** @description iSCSI target name (stgt, lio). */
             iqn?: string;
             luns: components["schemas"]["LunBackingDto"][];
@@ -1412,6 +1439,15 @@ export interface components {
             role: components["schemas"]["AgentRoleOutDto"];
             tags: string[];
         };
+        ReconcileAccessDto: {
+            agent: string;
+            error?: string;
+            /** @description The LIO target. */
+            iqn: string;
+            /** @description drift (CHAP or ACL differs from the credential), rename (the worker's hostname, so its initiator name, changed). */
+            reason: string;
+            worker_id: string;
+        };
         ReconcilePushDto: {
             agent: string;
             error?: string;
@@ -1427,6 +1463,8 @@ export interface components {
             agents_unreachable: string[];
             failed: components["schemas"]["ReconcilePushDto"][];
             finished_at: string;
+            /** @description LIO targets whose node ACL or CHAP credential was set again (failures included, with their error). */
+            iscsi_access: components["schemas"]["ReconcileAccessDto"][];
             /** @description Pushes and removals waiting for their backoff. */
             not_due: number;
             pushed: components["schemas"]["ReconcilePushDto"][];

@@ -91,6 +91,12 @@ export function normalizeAddress(raw: string): string | null {
 export const NQN = new RegExp(`^nqn\\.${NAME_DATE}\\.[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?:[A-Za-z0-9._:-]*[A-Za-z0-9]$`);
 
 /** A configured TLS PSK in the NVMe interchange form (`NVMeTLSkey-1:01|02:<base64>:`). */
+/** An iSCSI CHAP user name (CHAP_N): what iPXE's `username` setting sends. */
+export const CHAP_USERID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
+/** An iSCSI CHAP secret: 12 to 64 characters (RFC 7143 asks at least 12 bytes), none that needs quoting in an iPXE script. */
+export const CHAP_SECRET = /^[A-Za-z0-9._+/=-]{12,64}$/;
+/** A DH-HMAC-CHAP secret in interchange form (base64 of 36, 52 or 68 bytes; the CRC is checked where it is accepted). */
+export const DHCHAP_SECRET = /^DHHC-1:0[0-3]:[A-Za-z0-9+/]{48,92}={0,2}:$/;
 export const TLS_PSK = /^NVMeTLSkey-1:0[12]:[A-Za-z0-9+/]{4,128}={0,2}:$/;
 
 /** Menu item labels: letters, digits, space and `._()-` (never `$`, `{`, `}` or a line break). */
@@ -108,7 +114,7 @@ export function isRootPath(v: string): boolean {
   return false;
 }
 
-export type GrammarName = 'address' | 'target-base' | 'iscsi-sep' | 'menu-name' | 'number' | 'hex64' | 'comment' | 'nqn' | 'tls-psk' | 'menu-label' | 'root-path';
+export type GrammarName = 'address' | 'target-base' | 'iscsi-sep' | 'menu-name' | 'number' | 'hex64' | 'comment' | 'nqn' | 'tls-psk' | 'dhchap-secret' | 'chap-userid' | 'chap-secret' | 'menu-label' | 'root-path';
 
 const HEX64 = /^[0-9a-f]{64}$/;
 /** Comments: printable ASCII on one line (they are built from validated names and fixed text). */
@@ -124,6 +130,9 @@ export const GRAMMARS: Record<GrammarName, (v: string) => boolean> = {
   comment: (v) => COMMENT.test(v),
   nqn: (v) => v.length <= 223 && NQN.test(v),
   'tls-psk': (v) => TLS_PSK.test(v),
+  'dhchap-secret': (v) => DHCHAP_SECRET.test(v),
+  'chap-userid': (v) => CHAP_USERID.test(v),
+  'chap-secret': (v) => CHAP_SECRET.test(v),
   'menu-label': (v) => MENU_LABEL.test(v),
   'root-path': isRootPath,
 };

@@ -65,6 +65,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   Luns_list: 'listLuns',
   Luns_createDisk: 'createLunDisk',
   Luns_createCd: 'createLunCd',
+  Luns_setAccess: 'setLunAccess',
   Luns_remove: 'deleteLun',
   Luns_scan: 'scanLuns',
   Luns_listMasters: 'listMasters',

@@ -13,6 +13,18 @@ import { DiskRecord } from '../store/records';
 import { CredentialRecord, CredentialStore, FileShape, issuedTo, newPush, PushRecord, RemovalRecord } from './credential-store';
 import type { CredentialDto, SetCredentialDto } from './dto/credential.dto';
 
+/** A value derived from a host's secret, cached by (secret, host): /boot-vars asks on every boot; dropped whole past 50,000. */
+function derived(cache: Map<string, string>, c: CredentialRecord, derive: (key: string, hostnqn: string) => string): string {
+  const k = c.dhchap_key + c.hostnqn;
+  let v = cache.get(k);
+  if (!v) {
+    if (cache.size > 50_000) cache.clear();
+    v = derive(c.dhchap_key, c.hostnqn);
+    cache.set(k, v);
+  }
+  return v;
+}
+
 /** DH-HMAC-CHAP parameters written with every host (nvmet hosts/<hostnqn>/dhchap_*). */
 export const DHCHAP_HASH = 'hmac(sha256)';
 export const DHCHAP_DHGROUP = 'ffdhe2048';
@@ -50,6 +62,7 @@ export class CredentialsService {
   private readonly locks = new Map<string, Mutex>();
   /** Derived PSKs by secret (derivation costs two HMACs; /boot-vars asks on every boot). */
   private readonly pskCache = new Map<string, string>();
+  private readonly ctrlCache = new Map<string, string>();
 
   constructor(
     private readonly creds: CredentialStore,
@@ -101,20 +114,19 @@ export class CredentialsService {
   }
 
   tlsPsk(c: CredentialRecord): string {
-    let psk = this.pskCache.get(c.dhchap_key + c.hostnqn);
-    if (!psk) {
-      if (this.pskCache.size > 50_000) this.pskCache.clear();
-      psk = deriveTlsPsk(c.dhchap_key, c.hostnqn);
-      this.pskCache.set(c.dhchap_key + c.hostnqn, psk);
-    }
-    return psk;
+    return derived(this.pskCache, c, deriveTlsPsk);
+  }
+
+  /** The controller's secret of a host (derived; cached like the PSK). */
+  ctrlKey(c: CredentialRecord): string {
+    return derived(this.ctrlCache, c, deriveCtrlKey);
   }
 
   view(rawId: string): CredentialDto {
     const id = this.parseId(rawId);
     if (!this.store.read().workers.has(id)) throw notFound(`worker not found: ${id}`);
     const c = this.current(id);
-    if (!c) throw notFound(`worker ${id} has no NVMe credential (it is issued with the first NVMe disk, or by PUT)`);
+    if (!c) throw notFound(`worker ${id} has no NVMe credential (it is issued with the first NVMe or LIO disk, or by PUT)`);
     return this.toDto(c);
   }
 
@@ -142,6 +154,7 @@ export class CredentialsService {
     });
     await this.audit.record(had ? 'credential.rotate' : 'credential.issue', { worker_id: id, hostnqn: c.hostnqn, source: dto.generate ? 'generated' : 'given', ...this.hashes(c), client });
     await this.syncWorker(id, had ? 'rotate' : 'create');
+    await this.notifyChange(id, 'rotate');
     return this.toDto(this.current(id)!);
   }
 
@@ -161,11 +174,23 @@ export class CredentialsService {
     });
     await this.audit.record('credential.revoke', { worker_id: id, hostnqn: c.hostnqn, ...this.hashes(c), client });
     await this.syncWorker(id, 'delete');
+    await this.notifyChange(id, 'delete');
     return this.toDto(this.current(id)!);
   }
 
+  private readonly changeObservers: ((id: string, reason: PushReason) => Promise<unknown>)[] = [];
+
+  /** Called after a rotation or a revocation is committed and pushed to the NVMe agents (the iSCSI CHAP of LIO disks follows). */
+  onCredentialChange(fn: (id: string, reason: PushReason) => Promise<unknown>): void {
+    this.changeObservers.push(fn);
+  }
+
+  private async notifyChange(id: string, reason: PushReason): Promise<void> {
+    for (const fn of this.changeObservers) await fn(id, reason);
+  }
+
   /** Issues the credential of a worker that has none (first NVMe disk). Revoked ones stay revoked. */
-  async ensureIssued(id: string, client: string): Promise<void> {
+  async ensureIssued(id: string, client: string, reason = 'first NVMe disk'): Promise<void> {
     if (this.current(id)) return;
     const c = await this.creds.change((d) => {
       this.dropLeftover(d, id);
@@ -183,7 +208,7 @@ export class CredentialsService {
       d.credentials[id] = rec;
       return rec;
     });
-    if (c) await this.audit.record('credential.issue', { worker_id: id, hostnqn: c.hostnqn, source: 'generated', reason: 'first NVMe disk', ...this.hashes(c), client });
+    if (c) await this.audit.record('credential.issue', { worker_id: id, hostnqn: c.hostnqn, source: 'generated', reason, ...this.hashes(c), client });
   }
 
   /**
@@ -282,7 +307,7 @@ export class CredentialsService {
       else {
         try {
           await this.gateway.call(a, 'PUT', `/nvme/hosts/${encodeURIComponent(c.hostnqn)}`, {
-            body: { dhchap_key: c.dhchap_key, dhchap_ctrl_key: deriveCtrlKey(c.dhchap_key, c.hostnqn), dhchap_hash: DHCHAP_HASH, dhchap_dhgroup: DHCHAP_DHGROUP, tls_psk: this.tlsPsk(c), subsystems },
+            body: { dhchap_key: c.dhchap_key, dhchap_ctrl_key: this.ctrlKey(c), dhchap_hash: DHCHAP_HASH, dhchap_dhgroup: DHCHAP_DHGROUP, tls_psk: this.tlsPsk(c), subsystems },
             timeoutMs: this.config.agentProbeTimeoutMs * 2,
           });
         } catch (e) {
@@ -357,12 +382,12 @@ export class CredentialsService {
     return this.creds.revision;
   }
 
-  bootCredential(workerId: string, disk: DiskRecord): { hostnqn: string; tls_psk: string } | null {
+  bootCredential(workerId: string, disk: DiskRecord): { hostnqn: string; tls_psk: string; dhchap_secret: string; dhchap_ctrl_secret: string } | null {
     const c = this.current(workerId);
     if (!c || c.revoked || !disk.nqn) return null;
     const p = c.agents[disk.agent];
     if (!p || p.state !== 'pushed' || p.key_sha256 !== secretSha12(c.dhchap_key) || !p.subsystems.includes(disk.nqn)) return null;
-    return { hostnqn: c.hostnqn, tls_psk: this.tlsPsk(c) };
+    return { hostnqn: c.hostnqn, tls_psk: this.tlsPsk(c), dhchap_secret: c.dhchap_key, dhchap_ctrl_secret: this.ctrlKey(c) };
   }
 
   /** Whether the push record is due (never attempted, or its backoff has passed). */

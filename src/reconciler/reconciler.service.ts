@@ -11,6 +11,7 @@ import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
 import { CredentialStore } from '../credentials/credential-store';
 import { AgentHostView, CredentialsService, PushOutcome } from '../credentials/credentials.service';
+import { IscsiAccessService } from '../credentials/iscsi-access.service';
 import type { ReconcileResultDto } from '../credentials/dto/credential.dto';
 import { LedgerStore } from '../store/ledger.store';
 
@@ -29,6 +30,7 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
 
   constructor(
     private readonly credentials: CredentialsService,
+    private readonly iscsiAccess: IscsiAccessService,
     private readonly creds: CredentialStore,
     private readonly store: LedgerStore,
     private readonly registry: AgentRegistry,
@@ -114,7 +116,7 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
 
   private async run(): Promise<ReconcileResultDto> {
     const started_at = this.clock.isoNow();
-    const out: ReconcileResultDto = { started_at, finished_at: started_at, agents_checked: [], agents_unreachable: [], pushed: [], removed: [], failed: [], not_due: 0 };
+    const out: ReconcileResultDto = { started_at, finished_at: started_at, agents_checked: [], agents_unreachable: [], pushed: [], removed: [], failed: [], iscsi_access: [], not_due: 0 };
     const workers = this.store.read().workers;
     // Credentials of workers that no longer exist, or of an earlier worker of the same id (a crash
     // between the delete's commit and the credential's removal).
@@ -206,10 +208,26 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
       }
     }
     await Promise.all(jobs);
+    // iSCSI on LIO: node ACLs and CHAP follow the ledger and the credentials.
+    const access = await this.iscsiAccess.reconcile();
+    out.agents_checked = [...new Set([...out.agents_checked, ...access.checked])].sort();
+    out.agents_unreachable = [...new Set([...out.agents_unreachable, ...access.unreachable])].sort();
+    out.iscsi_access = access.outcomes.map((o) => ({ worker_id: o.worker_id, agent: o.agent, iqn: o.iqn, reason: o.reason, ...(o.error ? { error: o.error } : {}) }));
+    const accessFailed = access.outcomes.filter((o) => !o.ok).length;
     out.finished_at = this.clock.isoNow();
-    if (out.pushed.length || out.removed.length || out.failed.length) {
-      this.log.log(`pass: ${out.pushed.length} pushed, ${out.removed.length} removed, ${out.failed.length} failed, ${out.not_due} waiting`);
-      await this.audit.record('reconcile.pass', { ...(out.failed.length ? { status: 'failed' } : {}), pushed: out.pushed.length, removed: out.removed.length, failed: out.failed.length, not_due: out.not_due, agents_unreachable: out.agents_unreachable, client: 'reconciler' });
+    if (out.pushed.length || out.removed.length || out.failed.length || out.iscsi_access.length) {
+      this.log.log(`pass: ${out.pushed.length} pushed, ${out.removed.length} removed, ${out.failed.length} failed, ${out.iscsi_access.length} iSCSI access set (${accessFailed} failed), ${out.not_due} waiting`);
+      await this.audit.record('reconcile.pass', {
+        ...(out.failed.length || accessFailed ? { status: 'failed' } : {}),
+        pushed: out.pushed.length,
+        removed: out.removed.length,
+        failed: out.failed.length,
+        iscsi_access: out.iscsi_access.length,
+        iscsi_access_failed: accessFailed,
+        not_due: out.not_due,
+        agents_unreachable: out.agents_unreachable,
+        client: 'reconciler',
+      });
     }
     return out;
   }

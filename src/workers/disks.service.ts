@@ -9,6 +9,7 @@ import { AgentsService } from '../agents/agents.service';
 import { AuditService } from '../audit/audit.service';
 import type { CreatedLunDto } from '../agent/luns/dto/luns.dto';
 import { CredentialsService } from '../credentials/credentials.service';
+import { IscsiAccessService } from '../credentials/iscsi-access.service';
 import { LedgerStore } from '../store/ledger.store';
 import { Mutex } from '../store/mutex';
 import { CdRecord, DiskRecord, targetName, WorkerRecord, WorkerState, withoutTarget } from '../store/records';
@@ -46,6 +47,7 @@ export class DisksService {
     private readonly registry: AgentRegistry,
     private readonly audit: AuditService,
     private readonly credentials: CredentialsService,
+    private readonly iscsiAccess: IscsiAccessService,
   ) {}
 
   /**
@@ -233,11 +235,16 @@ export class DisksService {
     // NVMe/TCP: the worker's credential exists before its first subsystem does. The subsystem is
     // made closed (no host); the push after the commit links exactly this worker's host.
     if (plan.transport === 'nvme-tcp') await this.credentials.ensureIssued(id, client);
+    // LIO: the same credential gives the CHAP secret the target requires of the worker's initiator.
+    if (plan.initiators) await this.credentials.ensureIssued(id, client, 'first LIO disk (iSCSI CHAP)');
+    const chap = plan.initiators ? this.iscsiAccess.chapOf(id) : undefined;
     const body = {
       iqn: plan.name,
       filename: plan.filename,
       ...(spec.type === 'master' ? { master: spec.name } : { size: spec.size }),
       ...(plan.initiators ? { allowed_initiators: plan.initiators } : {}),
+      // A revoked credential: a secret nobody holds (the disk exists, no one logs in until a PUT issues a new one).
+      ...(chap ? { chap } : chap === null ? { chap: { userid: id, secret: randomBytes(18).toString('base64url') } } : {}),
     };
     const created: CreatedLunDto = await this.agents.createDisk(plan.agent.id, body, client);
     const disk: DiskRecord = {

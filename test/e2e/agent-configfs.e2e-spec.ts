@@ -4,6 +4,14 @@ import * as path from 'node:path';
 import { listTree, makeFile, startAgent, TestAgent } from '../helpers/agent';
 import { tempDir } from '../helpers/app';
 
+/**
+ * The LIO and nvmet backends against a temp directory shaped like configfs. The kernel suites
+ * (test/kernel) prove that a real 6.12 kernel accepts what the agent writes; these stay because
+ * they check what a kernel run cannot, in seconds and in every pass: the exact files and the
+ * targetcli-fb saveconfig.json written and restored, keys made by Debian's nvme-cli accepted and
+ * never echoed, every refusal of bad input with nothing written, and the ordering rules (a port
+ * address changed only while nothing is linked) as the agent applies them.
+ */
 const IQN = 'iqn.2026-07.com.controller';
 const NQN = 'nqn.2026-07.com.controller';
 const HOST = 'nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555';

@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Clock } from '../../src/common/clock';
-import { deriveTlsPsk, dhchapKeyBytes } from '../../src/common/nvme-keys';
+import { deriveCtrlKey, deriveTlsPsk, dhchapKeyBytes } from '../../src/common/nvme-keys';
 import { listTree, makeFile, spawnAgent, SpawnedAgent } from '../helpers/agent';
 import { describeFiles, freePort, onPostgres, Res, startApp, tempDir, TestApp } from '../helpers/app';
 
@@ -182,16 +182,23 @@ describe('NVMe/TCP credentials, boot variables and the reconciler (real nvmet ag
     const set = await req('PUT', '/workers/w1/default-disk', { os_tag: tag });
     expect([set.status, set.body.default_disk, set.body.default_os]).toEqual([200, tag, 'ubuntu']);
     const psk = deriveTlsPsk(secretOf(t), HOSTNQN);
-    expect(await bootVars()).toEqual({ disk_nqn: subsystem, storager_ip: '192.168.80.3', nvme_port: 4421, hostnqn: HOSTNQN, tls_psk: psk, menu_default: `ubuntu-${tag}`, menu_timeout: 5000 });
+    const ctrl = deriveCtrlKey(secretOf(t), HOSTNQN);
+    expect(await bootVars()).toEqual({
+      disk_nqn: subsystem, storager_ip: '192.168.80.3', nvme_port: 4421, hostnqn: HOSTNQN, tls_psk: psk, dhchap_secret: secretOf(t), dhchap_ctrl_secret: ctrl,
+      menu_default: `ubuntu-${tag}`, menu_timeout: 5000,
+    });
     const text = (await req('GET', `/boot-vars?mac=${MAC}`)).text;
     expect(text).toBe(
-      `#!ipxe\n# boot vars for w1\nset disk-nqn ${subsystem}\nset storager-ip 192.168.80.3\nset nvme-port 4421\nset hostnqn ${HOSTNQN}\nset tls-psk ${psk}\nset menu-default ubuntu-${tag}\nset menu-timeout 5000\n`,
+      `#!ipxe\n# boot vars for w1\nset disk-nqn ${subsystem}\nset storager-ip 192.168.80.3\nset nvme-port 4421\nset hostnqn ${HOSTNQN}\nset tls-psk ${psk}\n` +
+        `set dhchap-secret ${secretOf(t)}\nset dhchap-ctrl-secret ${ctrl}\nset menu-default ubuntu-${tag}\nset menu-timeout 5000\n`,
     );
     expect(text).not.toMatch(/base-iqn|iscsi/);
     // The PSK only to the bound MAC: a hostname alone (guessable) or with another MAC gets nothing.
     expect((await req('GET', '/boot-vars?hostname=w1')).text).toBe('#!ipxe\n# no per-worker boot vars found\n');
     expect((await req('GET', '/boot-vars?hostname=w1&format=json')).body).toEqual({});
-    expect((await req('GET', '/boot-vars?hostname=w1&mac=02:00:00:00:10:99')).text).not.toContain(psk);
+    for (const other of [(await req('GET', '/boot-vars?hostname=w1&mac=02:00:00:00:10:99')).text, JSON.stringify((await req('GET', '/boot-vars?hostname=w1&format=json')).body)]) {
+      for (const secret of [psk, secretOf(t), ctrl]) expect(other).not.toContain(secret);
+    }
     expect((await req('GET', `/boot-vars?hostname=w1&mac=${MAC}&format=json`)).body.tls_psk).toBe(psk);
     expect((await req('GET', '/operations?op=boot.denied')).body.entries.pop()).toMatchObject({ worker_id: 'w1', reason: 'secret-bearing boot vars need the bound mac' });
     expect((await req('GET', `/boot-menu?mac=${MAC}`)).text).toBe(

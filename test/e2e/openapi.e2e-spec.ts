@@ -105,6 +105,7 @@ describe('storage agent OpenAPI document', () => {
         'GET /luns',
         'POST /luns/disk',
         'POST /luns/cd',
+        'PUT /luns/access',
         'DELETE /luns',
         'POST /luns/scan',
         'GET /masters',

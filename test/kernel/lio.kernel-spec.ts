@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { deriveIscsiChapSecret } from '../../src/common/nvme-keys';
 import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { BOOT_MARKER, writeBootableMaster } from '../helpers/images';
 import { KernelNode } from '../../scripts/kernel-node';
@@ -9,7 +10,9 @@ import { KernelNode } from '../../scripts/kernel-node';
  * LIO on a real kernel: the storage agent drives the iSCSI target of a Linux 6.12 guest through
  * configfs; stock iPXE (Debian's ROM, BIOS) in a second qemu boots the worker's disk from it
  * through the shipped boot.ipxe chain, admitted by the node ACL the agent set for the worker's
- * initiator name; an initiator the ACL does not name is refused by the kernel.
+ * initiator name and answering the CHAP challenge with the user and secret /boot-vars gave it.
+ * The kernel refuses an initiator the ACL does not name and a wrong CHAP secret; ACL and CHAP
+ * set right by the reconciler after a change behind its back admit the worker again.
  */
 
 const MAC = '52:54:00:12:34:77';
@@ -17,7 +20,7 @@ const TOKEN = 'kn-lio-token';
 const BASE = 'iqn.2026-07.com.controller';
 const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
-describe('LIO on a real kernel: targets, LUNs, node ACLs, a BIOS iPXE boot', () => {
+describe('LIO on a real kernel: targets, LUNs, node ACLs, CHAP, a BIOS iPXE boot', () => {
   const dir = tempDir('kurrent-kernel-lio-');
   let target: KernelNode;
   let t: TestApp;
@@ -50,6 +53,17 @@ describe('LIO on a real kernel: targets, LUNs, node ACLs, a BIOS iPXE boot', () 
   const cfs = async (p: string) => (await target.exec(`cat ${sh(`/sys/kernel/config/target/${p}`)} 2>&1`)).trim();
   const ls = async (p: string) => (await target.exec(`ls ${sh(`/sys/kernel/config/target/${p}`)} 2>/dev/null`)).trim().split('\n').filter(Boolean);
   const targets = async () => (await ls('iscsi')).filter((n) => n.startsWith('iqn.'));
+  /** The worker's CHAP secret as the control plane derives it from the credential in its 0600 file. */
+  const chapSecret = () => deriveIscsiChapSecret(JSON.parse(t.read('state/nvme-credentials.json')).credentials['seat-lio'].dhchap_key, 'seat-lio');
+  /** LIO's login counters of the target and the initiator of its last failed login (fabric_statistics). */
+  const loginStats = async () => {
+    const dir = `iscsi/${iqn}/fabric_statistics`;
+    return {
+      accepts: Number(await cfs(`${dir}/iscsi_login_stats/accepts`)),
+      authenticate_fails: Number(await cfs(`${dir}/iscsi_login_stats/authenticate_fails`)),
+      fail_intr_name: await cfs(`${dir}/iscsi_tgt_attr/fail_intr_name`),
+    };
+  };
 
   let iqn = '';
 
@@ -69,22 +83,29 @@ describe('LIO on a real kernel: targets, LUNs, node ACLs, a BIOS iPXE boot', () 
     expect(await cfs(`iscsi/${iqn}/tpgt_1/enable`)).toBe('1');
     expect(await ls(`iscsi/${iqn}/tpgt_1/np`)).toEqual(['0.0.0.0:3260']);
     expect(await cfs(`iscsi/${iqn}/tpgt_1/attrib/generate_node_acls`)).toBe('0');
-    expect(await cfs(`iscsi/${iqn}/tpgt_1/attrib/authentication`)).toBe('0');
+    // CHAP required of the one ACL: the worker id and the secret derived from its credential.
+    expect(await cfs(`iscsi/${iqn}/tpgt_1/attrib/authentication`)).toBe('1');
     expect(await ls(`iscsi/${iqn}/tpgt_1/acls`)).toEqual([`${BASE}:seat-lio`]);
     expect(await ls(`iscsi/${iqn}/tpgt_1/acls/${BASE}:seat-lio/lun_0`)).toContain('mapped');
+    expect(await cfs(`iscsi/${iqn}/tpgt_1/acls/${BASE}:seat-lio/auth/userid`)).toBe('seat-lio');
+    expect(await cfs(`iscsi/${iqn}/tpgt_1/acls/${BASE}:seat-lio/auth/password`)).toBe(chapSecret());
+    expect((await t.req('GET', `/boot-vars?mac=${MAC}&format=json`)).body).toMatchObject({ iscsi_username: 'seat-lio', iscsi_password: chapSecret() });
     expect(await cfs('core/fileio_0/seat-lio.ubuntu/udev_path')).toBe(d.body.disks[0].backing);
     expect(await cfs('core/fileio_0/seat-lio.ubuntu/enable')).toBe('1');
     const agentLuns = (await t.req('GET', '/agents/lio1/luns')).body;
-    expect(agentLuns).toEqual(expect.arrayContaining([expect.objectContaining({ iqn, allowed_initiators: [`${BASE}:seat-lio`] })]));
+    expect(agentLuns).toEqual(expect.arrayContaining([expect.objectContaining({ iqn, allowed_initiators: [`${BASE}:seat-lio`], chap_userid: 'seat-lio' })]));
   });
 
-  const tftpDir = () => {
-    const tftp = path.join(dir, 'tftp');
+  /** The shipped TFTP files pointed at this control plane; `menuPrefix` goes first into menu.ipxe (after /boot-vars ran). */
+  const tftpDir = (name = 'tftp', menuPrefix = '') => {
+    const tftp = path.join(dir, name);
     if (fs.existsSync(tftp)) return tftp;
     fs.mkdirSync(tftp);
     for (const f of ['boot.ipxe', 'boot.ipxe.cfg', 'menu.ipxe']) fs.copyFileSync(path.join(__dirname, '../../docker/tftp', f), path.join(tftp, f));
     const cfg = path.join(tftp, 'boot.ipxe.cfg');
     fs.writeFileSync(cfg, fs.readFileSync(cfg, 'utf8').replace(/set controller http:\/\/\S+/, `set controller http://10.0.2.2:${cpPort}`));
+    const menu = path.join(tftp, 'menu.ipxe');
+    if (menuPrefix) fs.writeFileSync(menu, fs.readFileSync(menu, 'utf8').replace('#!ipxe\n', `#!ipxe\n${menuPrefix}\n`));
     return tftp;
   };
 
@@ -92,12 +113,12 @@ describe('LIO on a real kernel: targets, LUNs, node ACLs, a BIOS iPXE boot', () 
    * Stock iPXE (BIOS) with the DHCP hostname given, until `done` holds (or 180 s); resolves with
    * the serial console (Debian's BIOS iPXE prints to VGA only: the serial carries the disk's marker).
    */
-  async function boot(hostname: string, done: (serial: string) => Promise<boolean>): Promise<string> {
+  async function boot(hostname: string, done: (serial: string) => Promise<boolean>, tftp = tftpDir()): Promise<string> {
     const serial = path.join(dir, `serial-${hostname}.log`);
     fs.writeFileSync(serial, '');
     qemu = spawn('qemu-system-x86_64', [
       '-accel', 'tcg', '-m', '256', '-display', 'none', '-no-reboot', '-boot', 'n',
-      '-netdev', `user,id=n0,tftp=${tftpDir()},bootfile=boot.ipxe,hostname=${hostname}`,
+      '-netdev', `user,id=n0,tftp=${tftp},bootfile=boot.ipxe,hostname=${hostname}`,
       '-device', `e1000,netdev=n0,mac=${MAC},romfile=/usr/lib/ipxe/qemu/pxe-e1000.rom`,
       '-serial', `file:${serial}`,
     ], { stdio: 'ignore' });
@@ -110,10 +131,43 @@ describe('LIO on a real kernel: targets, LUNs, node ACLs, a BIOS iPXE boot', () 
     return fs.readFileSync(serial, 'latin1');
   }
 
-  it('BIOS iPXE boots the disk from the kernel target, as the initiator the ACL admits', async () => {
-    const out = await boot('seat-lio', async (serial) => serial.includes(BOOT_MARKER));
-    expect(out).toContain(BOOT_MARKER);
+  it('BIOS iPXE boots the disk from the kernel target, as the initiator the ACL admits, with the CHAP credential /boot-vars gave', async () => {
+    const before = await loginStats();
+    // Stops early on a refused login, so a failure says why (dmesg) instead of waiting out the boot.
+    const out = await boot('seat-lio', async (serial) => serial.includes(BOOT_MARKER) || (await loginStats()).authenticate_fails > before.authenticate_fails);
+    expect([out.includes(BOOT_MARKER), await target.exec('dmesg | grep -E "CHAP|Security negotiation|Login negotiation|not authorized" || true')]).toEqual([true, '']);
     expect(await target.exec('dmesg | grep -iE "iscsi.*(error|not authorized)" || true')).toBe('');
+    const after = await loginStats();
+    expect([after.accepts > before.accepts, after.authenticate_fails - before.authenticate_fails]).toEqual([true, 0]);
+  }, 240_000);
+
+  it('a wrong CHAP secret is refused by the kernel (its login statistics count the authentication failure)', async () => {
+    const before = await loginStats();
+    // The chain as shipped, with the secret /boot-vars set replaced before the menu sanboots.
+    const tftp = tftpDir('tftp-wrong-secret', 'set password this-is-not-the-secret');
+    const out = await boot('seat-lio', async () => (await loginStats()).authenticate_fails > before.authenticate_fails, tftp);
+    expect(out).not.toContain(BOOT_MARKER);
+    const after = await loginStats();
+    expect([after.authenticate_fails - before.authenticate_fails >= 1, after.accepts, after.fail_intr_name]).toEqual([true, before.accepts, `${BASE}:seat-lio`]);
+  }, 240_000);
+
+  it('ACL and CHAP changed behind the control plane: one reconciler pass sets them right in the kernel, and the worker boots again', async () => {
+    const wrong = await fetch(`${target.agentUrl}/luns/access`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ iqn, allowed_initiators: [`${BASE}:someone-else`], chap: { userid: 'seat-lio', secret: 'not-the-right-secret' } }),
+    });
+    expect(wrong.status).toBe(200);
+    expect(await ls(`iscsi/${iqn}/tpgt_1/acls`)).toEqual([`${BASE}:someone-else`]);
+    const pass = (await t.req('POST', '/reconcile')).body;
+    expect(pass.iscsi_access).toEqual([{ worker_id: 'seat-lio', agent: 'lio1', iqn, reason: 'rename' }]);
+    expect(await ls(`iscsi/${iqn}/tpgt_1/acls`)).toEqual([`${BASE}:seat-lio`]);
+    expect(await cfs(`iscsi/${iqn}/tpgt_1/acls/${BASE}:seat-lio/auth/password`)).toBe(chapSecret());
+    expect(await cfs(`iscsi/${iqn}/tpgt_1/attrib/authentication`)).toBe('1');
+    const before = await loginStats();
+    await target.exec('dmesg -C');
+    const out = await boot('seat-lio', async (serial) => serial.includes(BOOT_MARKER) || (await loginStats()).authenticate_fails > before.authenticate_fails);
+    expect([out.includes(BOOT_MARKER), await target.exec('dmesg | grep -E "CHAP|Security negotiation|Login negotiation|not authorized" || true')]).toEqual([true, '']);
   }, 240_000);
 
   it('an initiator the ACL does not name is refused by the kernel', async () => {
@@ -140,5 +194,7 @@ describe('LIO on a real kernel: targets, LUNs, node ACLs, a BIOS iPXE boot', () 
     expect(await targets()).toEqual([iqn]);
     expect(await ls(`iscsi/${iqn}/tpgt_1/acls`)).toEqual([`${BASE}:seat-lio`]);
     expect(await cfs(`iscsi/${iqn}/tpgt_1/enable`)).toBe('1');
+    expect(await cfs(`iscsi/${iqn}/tpgt_1/attrib/authentication`)).toBe('1');
+    expect(await cfs(`iscsi/${iqn}/tpgt_1/acls/${BASE}:seat-lio/auth/password`)).toBe(chapSecret());
   }, 240_000);
 });

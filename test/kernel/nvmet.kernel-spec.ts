@@ -27,6 +27,25 @@ function retainedByOpenssl(tlsPsk: string, hostnqn: string): string {
   return out.trim().replace(/:/g, '').toLowerCase();
 }
 
+/** HKDF-Expand-Label(HKDF-Extract(0, key), label, context, 32) with SHA-256, by OpenSSL. */
+function opensslHkdf(hexKey: string, label: string, context: string): string {
+  const l = Buffer.from(`tls13 ${label}`);
+  const info = Buffer.concat([Buffer.from([0, 32, l.length]), l, Buffer.from([context.length]), Buffer.from(context)]);
+  const out = execFileSync('openssl', ['kdf', '-keylen', '32', '-kdfopt', 'digest:SHA256', '-kdfopt', `hexkey:${hexKey}`, '-kdfopt', `hexinfo:${info.toString('hex')}`, 'HKDF'], { encoding: 'utf8' });
+  return out.trim().replace(/:/g, '').toLowerCase();
+}
+
+/**
+ * The version-1 keyring entry (TP 8018) of a (host, subsystem), derived by OpenSSL as libnvme
+ * does: the PSK digest Base64(HMAC-SHA256(retained, "<host> <sub> NVMe-over-Fabrics")) and the
+ * TLS PSK HKDF-Expand-Label(retained, "nvme-tls-psk", "01 <digest>").
+ */
+function v1ByOpenssl(tlsPsk: string, hostnqn: string, subnqn: string): { identity: string; key: string } {
+  const retained = retainedByOpenssl(tlsPsk, hostnqn);
+  const digest = execFileSync('openssl', ['dgst', '-sha256', '-mac', 'HMAC', '-macopt', `hexkey:${retained}`, '-binary'], { input: `${hostnqn} ${subnqn} NVMe-over-Fabrics` }).toString('base64');
+  return { identity: `NVMe1R01 ${hostnqn} ${subnqn} ${digest}`, key: opensslHkdf(retained, 'nvme-tls-psk', `01 ${digest}`) };
+}
+
 /** One host id per host NQN, as a worker keeps it (the kernel refuses one id under two NQNs). */
 const hostId = (hostnqn: string) => createHash('sha256').update(hostnqn).digest('hex').slice(0, 32).replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
 
@@ -81,6 +100,8 @@ describe('nvmet on a real kernel: TLS 1.3 + bidirectional DH-HMAC-CHAP end to en
     ctrlKey: string;
     psk: string;
     tls?: boolean;
+    /** 1: the worker holds the version-1 key of the pair (TP 8018 identity with digest); else the version-0 one. */
+    identity?: 1;
   }
 
   /**
@@ -91,16 +112,18 @@ describe('nvmet on a real kernel: TLS 1.3 + bidirectional DH-HMAC-CHAP end to en
   async function connect(c: Conn): Promise<{ ok: boolean; answer: string; dmesg: string; targetDmesg: string; ms: number }> {
     await client.exec('dmesg -C');
     await target.exec('dmesg -C');
-    const retained = retainedByOpenssl(c.psk, c.hostnqn);
+    const { identity: id, key } = c.identity === 1 ? v1ByOpenssl(c.psk, c.hostnqn, c.subnqn) : { identity: `NVMe0R01 ${c.hostnqn} ${c.subnqn}`, key: retainedByOpenssl(c.psk, c.hostnqn) };
     const ring = (await client.exec(`awk '$9==".nvme:" {print $1}' /proc/keys`)).trim();
-    const id = `NVMe0R01 ${c.hostnqn} ${c.subnqn}`;
-    // A key in .nvme cannot be updated by its owner (view only): drop the old one, add this one.
+    // A key in .nvme cannot be updated by its owner (view only): drop the pair's keys of either
+    // version (the 6.12 host prefers a version-1 key, found by prefix, over version 0), add this one.
+    const pair = ` ${c.hostnqn} ${c.subnqn}`;
     const put = await client.exec(
-      `for k in $(awk -v d=${sh(`${id}:`)} '$8=="psk" && index($0, d) {print $1}' /proc/keys); do keyctl unlink 0x$k 0x${ring} >/dev/null; done; ` +
-        `echo ${retained} | xxd -r -p | keyctl padd psk ${sh(id)} 0x${ring} >/dev/null && echo put`,
+      `for k in $(awk -v d=${sh(pair)} '$8=="psk" && (index($0, d ":") || index($0, d " ")) {print $1}' /proc/keys); do keyctl unlink 0x$k 0x${ring} >/dev/null; done; ` +
+        `echo ${key} | xxd -r -p | keyctl padd psk ${sh(id)} 0x${ring}`,
     );
-    expect(put.trim()).toBe('put');
-    expect((await client.exec(`awk '$8=="psk"' /proc/keys`)).split('\n').filter((l) => l.includes(`${id}:`))).toHaveLength(1);
+    const serial = put.trim();
+    expect(serial).toMatch(/^\d+$/);
+    expect((await client.exec(`awk '$8=="psk"' /proc/keys`)).split('\n').filter((l) => l.includes(pair))).toEqual([expect.stringContaining(`${id}:`)]);
     const opts = [
       'transport=tcp', 'traddr=10.0.2.2', `trsvcid=${nvmePort}`, `nqn=${c.subnqn}`, `hostnqn=${c.hostnqn}`, `hostid=${hostId(c.hostnqn)}`,
       `dhchap_secret=${c.key}`, `dhchap_ctrl_secret=${c.ctrlKey}`, 'ctrl_loss_tmo=0', ...(c.tls === false ? [] : ['tls']),
@@ -151,7 +174,10 @@ describe('nvmet on a real kernel: TLS 1.3 + bidirectional DH-HMAC-CHAP end to en
     expect(cred.agents).toEqual([expect.objectContaining({ agent: 'kn1', state: 'pushed' })]);
     host1 = cred.hostnqn;
     bv = (await t.req('GET', `/boot-vars?mac=${MAC}&format=json`)).body;
-    expect(bv).toMatchObject({ disk_nqn: sub1, storager_ip: '10.0.2.2', nvme_port: nvmePort, hostnqn: host1, tls_psk: expect.stringMatching(/^NVMeTLSkey-1:01:/) });
+    expect(bv).toMatchObject({
+      disk_nqn: sub1, storager_ip: '10.0.2.2', nvme_port: nvmePort, hostnqn: host1, tls_psk: expect.stringMatching(/^NVMeTLSkey-1:01:/), dhchap_secret: key1,
+      dhchap_ctrl_secret: expect.stringMatching(/^DHHC-1:00:/),
+    });
 
     // What the kernel holds: the namespace on the clone, closed to all but this host, its keys.
     expect(await cfs(`subsystems/${sub1}/attr_allow_any_host`)).toBe('0');
@@ -160,17 +186,18 @@ describe('nvmet on a real kernel: TLS 1.3 + bidirectional DH-HMAC-CHAP end to en
     expect((await target.exec(`ls /sys/kernel/config/nvmet/subsystems/${sh(sub1)}/allowed_hosts`)).trim()).toBe(host1);
     expect((await target.exec(`ls /sys/kernel/config/nvmet/ports/1/subsystems`)).trim()).toBe(sub1);
     expect(await cfs(`hosts/${host1}/dhchap_key`)).toBe(key1);
-    expect(await cfs(`hosts/${host1}/dhchap_ctrl_key`)).toBe(deriveCtrlKey(key1, host1));
+    expect(await cfs(`hosts/${host1}/dhchap_ctrl_key`)).toBe(bv.dhchap_ctrl_secret);
     expect(await cfs(`hosts/${host1}/dhchap_hash`)).toBe('hmac(sha256)');
     expect(await cfs(`hosts/${host1}/dhchap_dhgroup`)).toBe('ffdhe2048');
-    expect(await keys(target)).toContain(`NVMe0R01 ${host1} ${sub1}: 32`);
+    // Both PSK identities: version 0 (what the 6.12 host sends) and version 1 with its digest, as OpenSSL derives it.
+    expect((await keys(target)).split('\n').map((l) => l.replace(/^.* psk +/, '')).sort()).toEqual([`NVMe0R01 ${host1} ${sub1}: 32`, `${v1ByOpenssl(String(bv.tls_psk), host1, sub1).identity}: 32`]);
     // The clone is a reflink of the master on the guest's btrfs (shared extents).
     expect(await target.exec(`btrfs filesystem du --raw ${sh(disk.backing)} | tail -1`)).toMatch(/^\s*\d+\s+0\s+\d+/m);
     expect(await target.exec('dmesg | grep -iE "nvmet.*(error|fail)" || true')).toBe('');
   });
 
   it('the worker connects with /boot-vars values over TLS 1.3, authenticated both ways, and reads the master marker', async () => {
-    const c = await connect({ subnqn: String(bv.disk_nqn), hostnqn: String(bv.hostnqn), key: key1, ctrlKey: deriveCtrlKey(key1, host1), psk: String(bv.tls_psk) });
+    const c = await connect({ subnqn: String(bv.disk_nqn), hostnqn: String(bv.hostnqn), key: String(bv.dhchap_secret), ctrlKey: String(bv.dhchap_ctrl_secret), psk: String(bv.tls_psk) });
     times.connect = c.ms;
     expect([c.ok, c.answer]).toEqual([true, expect.stringMatching(/^instance=\d+,cntlid=\d+/)]);
     expect(c.dmesg).toMatch(/qid 0: authenticated with hash hmac\(sha256\) dhgroup ffdhe2048/);
@@ -183,6 +210,17 @@ describe('nvmet on a real kernel: TLS 1.3 + bidirectional DH-HMAC-CHAP end to en
     expect(data).toBe(MARKER);
     // tlshd on the storage node did the server side of the TLS 1.3 PSK handshake.
     expect(target.services()).toMatch(/Session description: \(TLS1\.3\)[\s\S]*Handshake request succeeded/);
+    await disconnectAll();
+  });
+
+  it('a host holding the version-1 PSK (TP 8018 identity with its digest, which 6.12 prefers) is admitted with the key the agent derived', async () => {
+    const c = await connect({ subnqn: sub1, hostnqn: host1, key: String(bv.dhchap_secret), ctrlKey: String(bv.dhchap_ctrl_secret), psk: String(bv.tls_psk), identity: 1 });
+    times.connect_identity_v1 = c.ms;
+    expect([c.ok, c.answer]).toEqual([true, expect.stringMatching(/^instance=\d+,cntlid=\d+/)]);
+    const inst = /instance=(\d+)/.exec(c.answer)![1];
+    const tlsKey = (await client.exec(`cat /sys/class/nvme/nvme${inst}/tls_key`)).trim();
+    expect((await client.exec(`grep -i '^0*${tlsKey} ' /proc/keys`)).trim()).toContain(v1ByOpenssl(String(bv.tls_psk), host1, sub1).identity);
+    expect(await client.exec(`for i in $(seq 50); do [ -b /dev/nvme${inst}n1 ] && break; sleep 0.2; done; dd if=/dev/nvme${inst}n1 bs=4096 count=1 2>/dev/null | head -c ${MARKER.length}`)).toBe(MARKER);
     await disconnectAll();
   });
 

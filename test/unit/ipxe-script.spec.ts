@@ -13,6 +13,7 @@ const VARS: [string, GrammarName][] = [
   ['disk-nqn', 'nqn'],
   ['hostnqn', 'nqn'],
   ['tls-psk', 'tls-psk'],
+  ['dhchap-secret', 'dhchap-secret'],
   ['menu-0-label', 'menu-label'],
   ['menu-0-root', 'root-path'],
 ];
@@ -109,6 +110,10 @@ describe('the iPXE renderer (property-based)', () => {
     }
     for (const bad of ['ubuntu ${x}', 'a\nb', 'x{y}', ' lead']) expect(GRAMMARS['menu-label'](bad)).toBe(false);
     for (const bad of ['NVMeTLSkey-1:01:${x}:', 'NVMeTLSkey-1:03:AAAA:', 'DHHC-1:00:AAAA:']) expect(GRAMMARS['tls-psk'](bad)).toBe(false);
+    expect(GRAMMARS['dhchap-secret']('DHHC-1:00:nAqgGFD9wOUa9NfTGWiP5c4scW6J+VEh3D+0DypRaf7rWRas:')).toBe(true);
+    for (const bad of ['DHHC-1:00:${x}:', 'DHHC-1:04:nAqgGFD9wOUa9NfTGWiP5c4scW6J+VEh3D+0DypRaf7rWRas:', 'DHHC-1:00:AAAA:', 'NVMeTLSkey-1:01:nAqgGFD9wOUa9NfTGWiP5c4scW6J+VEh3D+0DypRaf7rWRas:']) {
+      expect(GRAMMARS['dhchap-secret'](bad)).toBe(false);
+    }
   });
 
   it('a refusal is the inert script, never a partial one', () => {

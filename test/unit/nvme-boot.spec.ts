@@ -1,5 +1,5 @@
 import { DiskVarsResolver } from '../../src/boot/disk-vars';
-import { secretSha12, generateDhchapKey, deriveTlsPsk } from '../../src/common/nvme-keys';
+import { deriveCtrlKey, deriveTlsPsk, generateDhchapKey, secretSha12 } from '../../src/common/nvme-keys';
 import type { AgentRecord, AgentRegistry } from '../../src/agents/agent-registry';
 import type { AgentsService, Capabilities } from '../../src/agents/agents.service';
 import { CredentialsService } from '../../src/credentials/credentials.service';
@@ -31,11 +31,11 @@ describe('NVMe boot variables: the empty answer unless everything is in place', 
     const config = { hostNqnBase: 'nqn.2026-07.com.controller', reconcileSeconds: 30 };
     const ledger = { read: () => ({ workers: new Map([['w1', worker]]) }) };
     const credentials = new CredentialsService(store, ledger as never, registry, {} as never, {} as never, {} as never, config as never);
-    resolver = new DiskVarsResolver(registry, agents, credentials);
+    resolver = new DiskVarsResolver(registry, agents, credentials, { isLio: () => false, chapOf: () => undefined } as never);
   });
 
-  it('hands out disk, address, port, host NQN and the derived PSK when the push is current', () => {
-    expect(resolver.nvme(worker, disk)).toEqual({ disk_nqn: NQN, storager_ip: '10.0.0.9', nvme_port: 4421, hostnqn: HOST, tls_psk: deriveTlsPsk(cred!.dhchap_key, HOST) });
+  it('hands out disk, address, port, host NQN, the derived PSK and both DH-HMAC-CHAP secrets when the push is current', () => {
+    expect(resolver.nvme(worker, disk)).toEqual({ disk_nqn: NQN, storager_ip: '10.0.0.9', nvme_port: 4421, hostnqn: HOST, tls_psk: deriveTlsPsk(cred!.dhchap_key, HOST), dhchap_secret: cred!.dhchap_key, dhchap_ctrl_secret: deriveCtrlKey(cred!.dhchap_key, HOST) });
     expect(resolver.defaultDisk(worker)).toEqual({ disk, explicit: true });
     expect(resolver.itemId(disk)).toBe('ubuntu-3f2a9c1b7d4e');
   });

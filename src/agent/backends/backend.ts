@@ -10,6 +10,14 @@ export interface TargetInfo {
   allowed_hosts?: string[];
   /** lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
   allowed_initiators?: string[];
+  /** lio: the CHAP credential its ACLs require (absent: none). */
+  chap?: Chap;
+}
+
+/** An iSCSI CHAP credential (one-way: the target checks the initiator). */
+export interface Chap {
+  userid: string;
+  secret: string;
 }
 
 /**
@@ -47,7 +55,9 @@ export interface TargetBackend {
   /** Kernel features, known after start(). */
   features(): KernelFeatures;
   list(): Promise<TargetInfo[]>;
-  createDisk(name: string, backing: string, opts: { allowedHosts?: string[]; allowedInitiators?: string[] }): Promise<void>;
+  createDisk(name: string, backing: string, opts: { allowedHosts?: string[]; allowedInitiators?: string[]; chap?: Chap }): Promise<void>;
+  /** lio only: the node ACLs of a closed target and the CHAP credential they require, set in place. */
+  setAccess?(name: string, initiators: string[], chap: Chap | undefined): Promise<void>;
   createCd(name: string, backing: string): Promise<void>;
   /** Removes the target; returns what it was (its backing file), or null if it did not exist. */
   remove(name: string): Promise<TargetInfo | null>;

@@ -33,6 +33,16 @@ export class ConfigFs {
     await fsp.writeFile(this.p(...parts), value.endsWith('\n') ? value : `${value}\n`);
   }
 
+  /**
+   * A value written exactly, without the newline write() adds: some attributes keep what they
+   * are given byte for byte (LIO's auth/userid and auth/password keep a trailing newline, and a
+   * CHAP_N then never matches).
+   */
+  async writeExact(value: string, ...parts: string[]): Promise<void> {
+    if (!this.real) await fsp.mkdir(path.dirname(this.p(...parts)), { recursive: true });
+    await fsp.writeFile(this.p(...parts), value);
+  }
+
   async read(...parts: string[]): Promise<string | null> {
     try {
       return (await fsp.readFile(this.p(...parts), 'utf8')).trim();

@@ -1,8 +1,8 @@
-import { Body, Controller, Delete, Get, HttpCode, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Post, Put, Query } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../common/api-errors.decorator';
 import { MastersService } from '../images/masters.service';
-import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, MasterDto, ScanResultDto, LunTargetDto } from './dto/luns.dto';
+import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, MasterDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from './dto/luns.dto';
 import { LunsService } from './luns.service';
 
 @ApiTags('luns')
@@ -32,6 +32,17 @@ export class LunsController {
   @Post('luns/disk')
   createDisk(@Body() body: CreateLunDiskDto): Promise<CreatedLunDto> {
     return this.luns.createDisk(body);
+  }
+
+  /**
+   * lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
+   * control plane's way to follow a renamed worker, a rotated or a revoked credential). Sessions
+   * already logged in stay; the next login meets the new rule.
+   */
+  @ApiErrors([400, 'invalid input (the message names the field), or a backend without ACLs'], [404, 'disk target not found'], [409, 'the target is open to any initiator'])
+  @Put('luns/access')
+  setAccess(@Body() body: SetLunAccessDto): Promise<LunTargetDto> {
+    return this.luns.setAccess(body);
   }
 
   /** Read-only CD target of an ISO in DISK_DIR (backends with CD support only). */

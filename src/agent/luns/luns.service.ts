@@ -5,8 +5,9 @@ import { AgentConfig } from '../agent-config';
 import { KernelFeatureError, TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
-import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, ScanResultDto, LunTargetDto } from './dto/luns.dto';
-import { TargetManifest } from './manifest';
+import { secretSha12 } from '../../common/nvme-keys';
+import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from './dto/luns.dto';
+import { ManifestEntry, TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 
 /** An iSCSI initiator name as iPXE sends it (`<base-iqn>:<hostname>` or `:<mac>`): no spaces, no slash. */
@@ -48,7 +49,29 @@ export class LunsService implements OnModuleInit {
       luns: [{ backing: t.backing }],
       ...(t.allowed_hosts ? { allowed_hosts: t.allowed_hosts } : {}),
       ...(t.allowed_initiators ? { allowed_initiators: t.allowed_initiators } : {}),
+      ...(t.chap ? { chap_userid: t.chap.userid, chap_secret_sha256: secretSha12(t.chap.secret) } : {}),
     }));
+  }
+
+  /** PUT /luns/access: the ACLs of a closed lio target and the CHAP credential they require, in the kernel and the manifest. */
+  async setAccess(dto: SetLunAccessDto): Promise<LunTargetDto> {
+    if (this.backend.name !== 'lio' || !this.backend.setAccess) throw badRequest(`the ${this.backend.name} backend has no node ACLs or CHAP`);
+    checkTargetName('iqn', dto.iqn, this.base);
+    const e = this.manifest.get(dto.iqn);
+    if (!e || e.cd) throw notFound(`disk target not found: ${dto.iqn}`);
+    const initiators = [...new Set(dto.allowed_initiators)].sort();
+    return this.claim([dto.iqn], async () => {
+      try {
+        await this.backend.setAccess!(dto.iqn, initiators, dto.chap);
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code === 'ENOENT') throw notFound(`target not found: ${dto.iqn}`);
+        if (code === 'EOPEN') throw conflict((err as Error).message);
+        throw err;
+      }
+      await this.manifest.set(dto.iqn, { ...e, allowed_initiators: initiators, ...(dto.chap ? { chap: { userid: dto.chap.userid, secret: dto.chap.secret } } : { chap: undefined }) });
+      return (await this.list()).find((t) => t.iqn === dto.iqn)!;
+    });
   }
 
   async createDisk(dto: CreateLunDiskDto): Promise<CreatedLunDto> {
@@ -66,6 +89,8 @@ export class LunsService implements OnModuleInit {
     const initiators = dto.allowed_initiators ?? [];
     if (initiators.length && this.backend.name !== 'lio') throw badRequest(`allowed_initiators: only the lio backend has node ACLs`);
     for (const i of initiators) if (!INITIATOR_IQN.test(i)) throw badRequest(`allowed_initiators: not an initiator IQN: ${JSON.stringify(i)}`);
+    if (dto.chap && !initiators.length) throw badRequest('chap: needs allowed_initiators (CHAP is required of the node ACLs of a closed target)');
+    const chap = dto.chap ? { userid: dto.chap.userid, secret: dto.chap.secret } : undefined;
     const missing = this.backend.features().missing;
     if (missing.length) throw conflict(`this storage node cannot create disks: its kernel lacks ${missing.join('; ')}; nothing was created`);
     const masterStat = master === undefined ? null : await this.images.statInside(master);
@@ -83,12 +108,13 @@ export class LunsService implements OnModuleInit {
       }
       const backing = this.images.pathOf(filename);
       try {
-        await this.backend.createDisk(dto.iqn, backing, { allowedHosts: hosts, allowedInitiators: initiators });
+        await this.backend.createDisk(dto.iqn, backing, { allowedHosts: hosts, allowedInitiators: initiators, chap });
         await this.manifest.set(dto.iqn, {
           file: filename,
           cd: false,
           ...(hosts.length ? { allowed_hosts: hosts } : {}),
           ...(initiators.length ? { allowed_initiators: [...initiators].sort() } : {}),
+          ...(chap ? { chap } : {}),
         });
       } catch (e) {
         // A create that fails half-way removes what it made.
@@ -157,7 +183,7 @@ export class LunsService implements OnModuleInit {
   async scan(): Promise<ScanResultDto> {
     const out: ScanResultDto = { created: [], skipped: [] };
     const existing = new Set((await this.backend.list()).map((t) => t.name));
-    const wanted = new Map<string, { file: string; cd: boolean; allowed_hosts?: string[]; allowed_initiators?: string[] }>(this.manifest.all());
+    const wanted = new Map<string, ManifestEntry>(this.manifest.all());
     const claimedFiles = new Set([...wanted.values()].map((e) => e.file));
     for (const f of await this.images.list()) {
       if (f.startsWith('.') || f.includes('_tpl_') || claimedFiles.has(f)) continue;
@@ -190,7 +216,7 @@ export class LunsService implements OnModuleInit {
         if (e.cd) await this.backend.createCd(name, backing);
         // A host the agent no longer knows is left out: the subsystem comes back closed, and the
         // control plane's reconciler pushes the host and its link again.
-        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts?.filter((h) => this.hosts.has(h)), allowedInitiators: e.allowed_initiators });
+        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts?.filter((h) => this.hosts.has(h)), allowedInitiators: e.allowed_initiators, chap: e.chap });
         if (!this.manifest.get(name)) await this.manifest.set(name, e);
         out.created.push({ iqn: name, cd: e.cd });
       } catch (err) {

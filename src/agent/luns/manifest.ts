@@ -11,6 +11,8 @@ export interface ManifestEntry {
   allowed_hosts?: string[];
   /** lio: initiator IQNs of the node ACLs. */
   allowed_initiators?: string[];
+  /** lio: the CHAP credential the ACLs require (this file is 0600 for it). */
+  chap?: { userid: string; secret: string };
 }
 
 /**
@@ -69,7 +71,7 @@ export class TargetManifest implements OnModuleInit {
       this.writing = (async () => {
         while (this.pending) {
           this.pending = false;
-          await this.fs.writeAtomic(this.file, JSON.stringify({ targets: Object.fromEntries(this.entries) }, null, 2) + '\n');
+          await this.fs.writeAtomic(this.file, JSON.stringify({ targets: Object.fromEntries(this.entries) }, null, 2) + '\n', 0o600);
         }
       })().finally(() => {
         this.writing = null;

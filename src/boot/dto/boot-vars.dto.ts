@@ -11,6 +11,16 @@ export class BootVarsDto {
    * iSCSI port than 3260 (capabilities.iscsi_port) puts it between the first colons (`::3261:1:`).
    */
   iscsi_sep?: string;
+  /**
+   * A worker with disks on LIO: the CHAP user name its targets require (the worker id). In the
+   * iPXE script `set username`, the setting iPXE's iSCSI initiator answers CHAP with.
+   */
+  iscsi_username?: string;
+  /**
+   * The CHAP secret (derived from the worker's credential; rotates and is revoked with it). iPXE
+   * `set password`. Only to the bound MAC, like tls_psk.
+   */
+  iscsi_password?: string;
   /** NVMe/TCP default disk (seed 004): the subsystem NQN. With it, no iSCSI variable is sent. */
   disk_nqn?: string;
   /** Data-plane address of that disk's agent. */
@@ -20,11 +30,24 @@ export class BootVarsDto {
   /** The worker's host NQN. */
   hostnqn?: string;
   /**
-   * The worker's TLS PSK in interchange form (`NVMeTLSkey-1:01:<base64>:`). The only secret this
-   * unauthenticated route hands out: turn on signature enforcement so only the bound device's key
-   * can fetch it.
+   * The worker's TLS PSK in interchange form (`NVMeTLSkey-1:01:<base64>:`). With the two
+   * DH-HMAC-CHAP secrets, the only secrets this unauthenticated route hands out, and only to the
+   * MAC bound to the worker: turn on signature enforcement so only the bound device's key can
+   * fetch them.
    */
   tls_psk?: string;
+  /**
+   * The worker's DH-HMAC-CHAP secret (`DHHC-1:00:<base64>:`, nvme connect's `--dhchap-secret`),
+   * sent with tls_psk and under the same rule: only to the bound MAC (and its signature when
+   * enforcement is on).
+   */
+  dhchap_secret?: string;
+  /**
+   * The controller's DH-HMAC-CHAP secret (`--dhchap-ctrl-secret`): the host checks the target's
+   * answer with it (bidirectional authentication). Derived from dhchap_secret, so it rotates and
+   * is revoked with it.
+   */
+  dhchap_ctrl_secret?: string;
   /** default_os > boot.menu_default > reboot. */
   menu_default?: string;
   /** ms: boot.menu_timeout > IPXE_CP_BOOT_MENU_TIMEOUT; the reboot loop uses IPXE_CP_AUTO_BOOT_TIMEOUT. */

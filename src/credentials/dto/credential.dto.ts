@@ -63,6 +63,16 @@ export class ReconcilePushDto {
   error?: string;
 }
 
+export class ReconcileAccessDto {
+  worker_id!: string;
+  agent!: string;
+  /** The LIO target. */
+  iqn!: string;
+  /** drift (CHAP or ACL differs from the credential), rename (the worker's hostname, so its initiator name, changed). */
+  reason!: string;
+  error?: string;
+}
+
 /** What one reconciler pass did. */
 export class ReconcileResultDto {
   started_at!: string;
@@ -77,6 +87,9 @@ export class ReconcileResultDto {
   removed!: ReconcilePushDto[];
   @ApiProperty({ type: [ReconcilePushDto] })
   failed!: ReconcilePushDto[];
+  /** LIO targets whose node ACL or CHAP credential was set again (failures included, with their error). */
+  @ApiProperty({ type: [ReconcileAccessDto] })
+  iscsi_access!: ReconcileAccessDto[];
   /** Pushes and removals waiting for their backoff. */
   @ApiProperty({ type: 'integer' })
   not_due!: number;

@@ -1,8 +1,24 @@
 import { SIZE_FORMS, SIZE_PATTERN } from '../../../common/size';
-import { DISK_FILE_PATTERN, FILE_NAME_PATTERN, HOST_NQN, INITIATOR_IQN } from '../../../common/grammars';
+import { CHAP_SECRET, CHAP_USERID, DISK_FILE_PATTERN, FILE_NAME_PATTERN, HOST_NQN, INITIATOR_IQN } from '../../../common/grammars';
 import { ApiProperty } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { Type } from 'class-transformer';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
 import { QueryBool } from '../../../common/validators';
+
+/** lio: the CHAP credential every node ACL of the target requires (one-way: the target checks the initiator). */
+export class LunChapDto {
+  /** CHAP user name the initiator must send (CHAP_N). */
+  @IsString()
+  @Matches(CHAP_USERID, { message: `chap.userid must match ${CHAP_USERID.source}` })
+  @ApiProperty({ pattern: CHAP_USERID.source })
+  userid!: string;
+
+  /** CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs; never answered back. */
+  @IsString()
+  @Matches(CHAP_SECRET, { message: 'chap.secret must be 12 to 64 characters of A-Z a-z 0-9 . _ + / = -' })
+  @ApiProperty({ pattern: CHAP_SECRET.source })
+  secret!: string;
+}
 
 export class CreateLunDiskDto {
   /** Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
@@ -53,6 +69,36 @@ export class CreateLunDiskDto {
   @Matches(INITIATOR_IQN, { each: true, message: 'allowed_initiators must be initiator IQNs (iqn.yyyy-mm.<domain>[:...], a real month)' })
   @ApiProperty({ required: false, type: [String], items: { type: 'string', pattern: INITIATOR_IQN.source } })
   allowed_initiators?: string[];
+
+  /** lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => LunChapDto)
+  chap?: LunChapDto;
+}
+
+/** PUT /luns/access: who may log in to a closed lio target (made with allowed_initiators), and with which CHAP credential. */
+export class SetLunAccessDto {
+  /** The target. */
+  @IsString()
+  @MaxLength(223)
+  iqn!: string;
+
+  /** The initiator IQNs its node ACLs admit from now on (the others are removed). At least one: a closed target stays closed. */
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(64)
+  @IsString({ each: true })
+  @MaxLength(223, { each: true })
+  @Matches(INITIATOR_IQN, { each: true, message: 'allowed_initiators must be initiator IQNs (iqn.yyyy-mm.<domain>[:...], a real month)' })
+  @ApiProperty({ type: [String], items: { type: 'string', pattern: INITIATOR_IQN.source } })
+  allowed_initiators!: string[];
+
+  /** CHAP required of them; omitted: no CHAP (authentication off). */
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => LunChapDto)
+  chap?: LunChapDto;
 }
 
 export class CreateCdDto {
@@ -101,6 +147,10 @@ export class LunTargetDto {
   allowed_hosts?: string[];
   /** lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
   allowed_initiators?: string[];
+  /** lio: the CHAP user name its ACLs require (absent: no CHAP). */
+  chap_userid?: string;
+  /** lio: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them). */
+  chap_secret_sha256?: string;
 }
 
 export class CreatedLunDto {

@@ -1,0 +1,169 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
+import { deriveIscsiChapSecret, secretSha12 } from '../common/nvme-keys';
+import { AgentGateway } from '../agents/agent-gateway';
+import { AgentRegistry } from '../agents/agent-registry';
+import { AgentsService } from '../agents/agents.service';
+import { AuditService } from '../audit/audit.service';
+import type { LunChapDto, LunTargetDto, SetLunAccessDto } from '../agent/luns/dto/luns.dto';
+import { AppConfig } from '../config/app-config';
+import { LedgerStore } from '../store/ledger.store';
+import { DiskRecord, WorkerRecord } from '../store/records';
+import { CredentialsService } from './credentials.service';
+
+/** What a reconciler pass did to one LIO target's access. */
+export interface AccessOutcome {
+  worker_id: string;
+  agent: string;
+  iqn: string;
+  reason: 'drift' | 'rotate' | 'revoke' | 'rename';
+  ok: boolean;
+  error?: string;
+}
+
+/**
+ * iSCSI access of workers' disks on LIO agents: each target is closed to the one initiator name
+ * the worker's iPXE uses (`<base-iqn>:<hostname>`) and requires CHAP with the user name of the
+ * worker id and a secret derived from the worker's storage credential (the one that also carries
+ * its NVMe-oF keys), so rotation and revocation reach iSCSI too. A revoked credential locks the
+ * target with a random secret nobody holds. stgt targets stay open (tgtd binds ALL, no ACLs).
+ */
+@Injectable()
+export class IscsiAccessService {
+  private readonly log = new Logger('IscsiAccess');
+
+  constructor(
+    private readonly credentials: CredentialsService,
+    private readonly registry: AgentRegistry,
+    private readonly agents: AgentsService,
+    private readonly gateway: AgentGateway,
+    private readonly store: LedgerStore,
+    private readonly audit: AuditService,
+    private readonly config: AppConfig,
+  ) {
+    credentials.onCredentialChange((id, reason) => this.syncWorker(id, reason));
+  }
+
+  /** Whether a disk is an iSCSI target on an agent with node ACLs and CHAP (LIO). */
+  isLio(disk: DiskRecord): boolean {
+    if (disk.transport !== 'iscsi' || !disk.iqn) return false;
+    const a = this.registry.get(disk.agent);
+    return !!a && this.agents.backendOf(a) === 'lio';
+  }
+
+  /** The CHAP credential a worker's LIO disks require now: null when revoked, undefined without a credential. */
+  chapOf(workerId: string): LunChapDto | null | undefined {
+    const c = this.credentials.current(workerId);
+    if (!c) return undefined;
+    return c.revoked ? null : { userid: workerId, secret: deriveIscsiChapSecret(c.dhchap_key, workerId) };
+  }
+
+  /** The initiator name a worker's iPXE gives for a target: `<base of the target IQN>:<hostname>`. */
+  initiatorOf(w: WorkerRecord, disk: DiskRecord): string {
+    return `${disk.iqn!.slice(0, disk.iqn!.lastIndexOf(':'))}:${w.hostname}`;
+  }
+
+  /**
+   * The access a LIO disk of the worker should have. Revoked: a fresh random secret (the target
+   * stays closed to everyone). No credential: the ACL alone (disks made before CHAP; the
+   * reconciler issues a credential and comes back).
+   */
+  desired(w: WorkerRecord, disk: DiskRecord): SetLunAccessDto {
+    const chap = this.chapOf(w.worker_id);
+    const lock = { userid: w.worker_id, secret: randomBytes(18).toString('base64url') };
+    return { iqn: disk.iqn!, allowed_initiators: [this.initiatorOf(w, disk)], ...(chap === null ? { chap: lock } : chap ? { chap } : {}) };
+  }
+
+  /** Whether what the agent reports differs from what the worker's disk should have. */
+  drifted(w: WorkerRecord, disk: DiskRecord, t: LunTargetDto): boolean {
+    if ((t.allowed_initiators ?? []).join() !== this.initiatorOf(w, disk)) return true;
+    const chap = this.chapOf(w.worker_id);
+    if (chap === undefined) return false;
+    if (chap === null) {
+      // Locked: any secret but the one the worker could still compute from its revoked credential.
+      const c = this.credentials.current(w.worker_id)!;
+      return !t.chap_secret_sha256 || t.chap_secret_sha256 === secretSha12(deriveIscsiChapSecret(c.dhchap_key, w.worker_id));
+    }
+    return t.chap_userid !== chap.userid || t.chap_secret_sha256 !== secretSha12(chap.secret);
+  }
+
+  /** PUT /luns/access of one disk; audited with hashes only. Never throws: a failure is the reconciler's to retry. */
+  async apply(w: WorkerRecord, disk: DiskRecord, reason: AccessOutcome['reason'], client: string): Promise<AccessOutcome> {
+    const a = this.registry.get(disk.agent);
+    const body = this.desired(w, disk);
+    let error: string | undefined;
+    if (!a) error = `agent not found: ${disk.agent}`;
+    else {
+      try {
+        await this.gateway.call(a, 'PUT', '/luns/access', { body, timeoutMs: this.config.agentProbeTimeoutMs * 2 });
+      } catch (e) {
+        error = (e as Error).message;
+      }
+    }
+    await this.audit.record('disk.access', {
+      ...(error ? { status: 'failed', error } : {}),
+      worker_id: w.worker_id,
+      agent: disk.agent,
+      iqn: disk.iqn,
+      reason,
+      allowed_initiators: body.allowed_initiators,
+      chap: !body.chap ? 'none' : this.chapOf(w.worker_id) === null ? 'locked' : 'required',
+      ...(body.chap && this.chapOf(w.worker_id) ? { chap_secret_sha256: secretSha12(body.chap.secret) } : {}),
+      client,
+    });
+    return { worker_id: w.worker_id, agent: disk.agent, iqn: disk.iqn!, reason, ok: !error, ...(error ? { error } : {}) };
+  }
+
+  /** After a rotation or revocation: every LIO disk of the worker gets the new rule now. */
+  async syncWorker(id: string, reason: string): Promise<AccessOutcome[]> {
+    const w = this.store.read().workers.get(id);
+    if (!w) return [];
+    const why = reason === 'delete' ? 'revoke' : 'rotate';
+    try {
+      return await Promise.all(w.disks.filter((d) => this.isLio(d)).map((d) => this.apply(w, d, why, 'reconciler')));
+    } catch (e) {
+      this.log.error(`iSCSI access sync of ${id} failed, left to the reconciler: ${(e as Error).message}`);
+      return [];
+    }
+  }
+
+  /**
+   * One reconciler pass over the LIO disks: a worker with LIO disks and no credential gets one
+   * (disks made before CHAP), then every target whose ACL or CHAP differs from the ledger and
+   * the credential is set again (a renamed worker, a rebuilt node, a rotation the agent missed).
+   */
+  async reconcile(): Promise<{ checked: string[]; unreachable: string[]; outcomes: AccessOutcome[] }> {
+    const byAgent = new Map<string, { w: WorkerRecord; d: DiskRecord }[]>();
+    for (const w of this.store.read().workers.values()) {
+      for (const d of w.disks) {
+        if (!this.isLio(d)) continue;
+        if (!this.credentials.current(w.worker_id)) await this.credentials.ensureIssued(w.worker_id, 'reconciler', 'iSCSI CHAP of LIO disks');
+        byAgent.set(d.agent, [...(byAgent.get(d.agent) ?? []), { w: this.store.read().workers.get(w.worker_id) ?? w, d }]);
+      }
+    }
+    const checked: string[] = [];
+    const unreachable: string[] = [];
+    const outcomes: AccessOutcome[] = [];
+    await Promise.all(
+      [...byAgent].map(async ([agentId, disks]) => {
+        const a = this.registry.get(agentId)!;
+        let listing: LunTargetDto[];
+        try {
+          listing = await this.gateway.call<LunTargetDto[]>(a, 'GET', '/luns', { timeoutMs: this.config.agentProbeTimeoutMs });
+          checked.push(agentId);
+        } catch {
+          unreachable.push(agentId);
+          return;
+        }
+        const byIqn = new Map((Array.isArray(listing) ? listing : []).map((t) => [t.iqn, t]));
+        for (const { w, d } of disks) {
+          const t = byIqn.get(d.iqn);
+          if (!t || !this.drifted(w, d, t)) continue; // a missing target is the agent's scan's to rebuild
+          const renamed = (t.allowed_initiators ?? []).join() !== this.initiatorOf(w, d);
+          outcomes.push(await this.apply(w, d, renamed ? 'rename' : 'drift', 'reconciler'));
+        }
+      }),
+    );
+    return { checked: checked.sort(), unreachable: unreachable.sort(), outcomes };
+  }
+}
