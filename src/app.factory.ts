@@ -1,6 +1,6 @@
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import { OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
@@ -9,6 +9,7 @@ import { serveOpenApi } from './common/openapi-serve';
 import { strictHttp } from './common/routes';
 import { installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from './common/openapi-tidy';
+import { documentBase } from './common/openapi-info';
 import { installWebUi } from './common/web-ui';
 import { MetricsService } from './metrics/metrics.service';
 
@@ -22,13 +23,15 @@ export const MAX_PARAM_LENGTH = 1024;
 export { operationId };
 
 export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
-  const cfg = new DocumentBuilder()
-    .setTitle('Kurrent control plane')
-    .setDescription(
-      'Control plane of a diskless bare-metal fleet: devices, workers, bindings, boot variables, audit. ' +
-        'Every route except /healthz, /boot-vars and /devices/report needs `Authorization: Bearer <IPXE_CP_TOKEN>` when a token is set.',
-    )
-    .setVersion('1.0.0')
+  const cfg = documentBase(
+    'Kurrent control plane',
+    'Control plane of a diskless bare-metal fleet: devices, workers, bindings, disks, boot variables, audit. ' +
+      'Every route needs `Authorization: Bearer <IPXE_CP_TOKEN>` when a token is set, except those whose `security` is empty: ' +
+      'the boot path (/boot-vars, /boot-menu, /devices/report, /devices/challenge, /ipxe/{name}) and /healthz; ' +
+      '/metrics too with IPXE_CP_METRICS_PUBLIC=true. Outside this document, /docs (Swagger UI), /openapi.json and the web UI\'s static files need no token either.',
+    4839,
+    ['agents', 'boot', 'credentials', 'devices', 'health', 'metrics', 'operations', 'reconciler', 'settings', 'workers'],
+  )
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_CP_TOKEN), not a JWT.' })
     .build();
   return tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));

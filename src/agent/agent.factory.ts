@@ -1,22 +1,23 @@
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import { OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { BODY_LIMIT, MAX_PARAM_LENGTH, operationId } from '../app.factory';
 import { serveOpenApi } from '../common/openapi-serve';
 import { strictHttp } from '../common/routes';
 import { tidySpec } from '../common/openapi-tidy';
+import { documentBase } from '../common/openapi-info';
 import { AgentConfig } from './agent-config';
 import { AgentModule } from './agent.module';
 
 export function buildAgentOpenApi(app: NestFastifyApplication): OpenAPIObject {
-  const cfg = new DocumentBuilder()
-    .setTitle('Kurrent storage agent')
-    .setDescription(
-      'One storage node: image directory, masters, reflink clones, iSCSI (stgt, LIO) or NVMe/TCP (nvmet) targets. ' +
-        'Called by the control plane only; `Authorization: Bearer <IPXE_AGENT_TOKEN>` when a token is set.',
-    )
-    .setVersion('1.0.0')
+  const cfg = documentBase(
+    'Kurrent storage agent',
+    'One storage node: image directory, masters, reflink clones, iSCSI (stgt, LIO) or NVMe/TCP (nvmet) targets. ' +
+      'Called by the control plane only; `Authorization: Bearer <IPXE_AGENT_TOKEN>` when a token is set, on every route but /healthz.',
+    4840,
+    ['luns', 'nvme', 'system'],
+  )
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_AGENT_TOKEN), not a JWT.' })
     .build();
   return tidySpec(SwaggerModule.createDocument(app, cfg, { operationIdFactory: operationId }));

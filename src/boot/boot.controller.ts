@@ -1,6 +1,6 @@
 import { applyDecorators, Controller, Get, Header, Param, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { ApiExtraModels, ApiOkResponse, ApiParam, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
+import { ApiExtraModels, ApiOkResponse, ApiOperation, ApiParam, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { ApiErrors } from '../common/api-errors.decorator';
 import { Public } from '../common/auth.guard';
 import { BootService } from './boot.service';
@@ -35,16 +35,16 @@ export class BootController {
     private readonly scripts: IpxeScriptsService,
   ) {}
 
-  /**
-   * Per-worker iPXE variables (no auth, read-only). Lookup: hostname, else mac -> bound worker;
-   * a mac not bound to the named worker gets the empty script. iSCSI default disk (seed 000):
-   * base-iqn, iscsi-server, iscsi-sep. NVMe/TCP default disk (seed 004): disk-nqn, storager-ip,
-   * nvme-port, hostnqn and tls-psk, and no iSCSI variable; when that disk cannot be connected
-   * (credential revoked or not yet on its agent, port unknown or without TLS) the empty script,
-   * never a fallback. The TLS PSK is the one secret this unauthenticated route hands out: with
-   * signature enforcement on (PUT /settings/signature-enforcement) only the bound device's key
-   * gets it.
-   */
+  // The Swagger plugin picks up no doc comment of these two handlers: their documentation is here, once.
+  @ApiOperation({
+    summary: 'Per-worker iPXE variables (no auth, read-only)',
+    description:
+      'Lookup: hostname, else mac -> bound worker; a mac not bound to the named worker gets the empty script. ' +
+      'iSCSI default disk (seed 000): base-iqn, iscsi-server, iscsi-sep, and for a worker with disks on LIO the CHAP `username` and `password` iPXE answers the target with. ' +
+      'NVMe/TCP default disk (seed 004): disk-nqn, storager-ip, nvme-port, hostnqn, tls-psk, dhchap-secret and dhchap-ctrl-secret, and no iSCSI variable; ' +
+      'when that disk cannot be connected (credential revoked or not yet on its agent, port unknown or without TLS) the empty script, never a fallback. ' +
+      'Secrets go only to the MAC bound to the worker, never to a hostname alone; with signature enforcement on (PUT /settings/signature-enforcement) only to the bound device\'s key.',
+  })
   @ApiErrors('public', 400)
   @Get('boot-vars')
   @BootQuery()
@@ -68,13 +68,13 @@ export class BootController {
     return this.boot.bootVars(q.mac, q.hostname, q.format ?? 'ipxe', q.nonce, q.sig);
   }
 
-  /**
-   * The worker's boot menu items, one per disk it can boot now, named from its disk records:
-   * `set menu-count <n>` and `set menu-<i>-id|label|root` (root = `iscsi:<server><sep><iqn>` or
-   * `nvme://<server>:<port>/<nqn>`), plus `install-root` for an install CD. menu.ipxe builds its
-   * items from these. Same lookup and enforcement as /boot-vars (a signed nonce works once here
-   * and once there).
-   */
+  @ApiOperation({
+    summary: "The worker's boot menu items, one per disk it can boot now",
+    description:
+      'Named from its disk records: `set menu-count <n>` and `set menu-<i>-id|label|root` (root = `iscsi:<server><sep><iqn>` or ' +
+      '`nvme://<server>:<port>/<nqn>`), plus `install-root` for an install CD. menu.ipxe builds its items from these. ' +
+      'Same lookup and enforcement as /boot-vars (a signed nonce works once here and once there).',
+  })
   @ApiErrors('public', 400)
   @Get('boot-menu')
   @BootQuery()

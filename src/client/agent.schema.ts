@@ -11,7 +11,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Backend, filesystem, clone method and naming of this storage node. */
+        /**
+         * Backend, filesystem, clone method and naming of this storage node
+         * @description Backend, filesystem, clone method and naming of this storage node.
+         */
         get: operations["getCapabilities"];
         put?: never;
         post?: never;
@@ -28,7 +31,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness (no auth). */
+        /**
+         * Liveness (no auth)
+         * @description Liveness (no auth).
+         */
         get: operations["getHealth"];
         put?: never;
         post?: never;
@@ -45,11 +51,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every target with its backing file (tid on stgt, allowed_hosts on nvmet). */
+        /**
+         * Every target with its backing file (tid on stgt, allowed_hosts on nvmet)
+         * @description Every target with its backing file (tid on stgt, allowed_hosts on nvmet).
+         */
         get: operations["listLuns"];
         put?: never;
         post?: never;
-        /** Deletes a target, and its backing file with delete_file=true (never a master, never a file another target uses). */
+        /**
+         * Deletes a target, and its backing file with delete_file=true (never a master, never a file another target uses)
+         * @description Deletes a target, and its backing file with delete_file=true (never a master, never a file another target uses).
+         */
         delete: operations["deleteLun"];
         options?: never;
         head?: never;
@@ -64,9 +76,13 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
+        /**
+         * lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
+         *     control plane's way to…
+         * @description lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
          *     control plane's way to follow a renamed worker, a rotated or a revoked credential). Sessions
-         *     already logged in stay; the next login meets the new rule. */
+         *     already logged in stay; the next login meets the new rule.
+         */
         put: operations["setLunAccess"];
         post?: never;
         delete?: never;
@@ -84,7 +100,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Read-only CD target of an ISO in DISK_DIR (backends with CD support only). */
+        /**
+         * Read-only CD target of an ISO in DISK_DIR (backends with CD support only)
+         * @description Read-only CD target of an ISO in DISK_DIR (backends with CD support only).
+         */
         post: operations["createLunCd"];
         delete?: never;
         options?: never;
@@ -101,7 +120,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Disk target from a master (reflink clone, else sparse copy) or empty (sparse) of `size`. */
+        /**
+         * Disk target from a master (reflink clone, else sparse copy) or empty (sparse) of `size`
+         * @description Disk target from a master (reflink clone, else sparse copy) or empty (sparse) of `size`.
+         */
         post: operations["createLunDisk"];
         delete?: never;
         options?: never;
@@ -118,7 +140,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Rebuilds missing targets from DISK_DIR (files are the truth). */
+        /**
+         * Rebuilds missing targets from DISK_DIR (files are the truth)
+         * @description Rebuilds missing targets from DISK_DIR (files are the truth).
+         */
         post: operations["scanLuns"];
         delete?: never;
         options?: never;
@@ -133,7 +158,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Master images (`_tpl_` files) from the background scan. */
+        /**
+         * Master images (`_tpl_` files) from the background scan
+         * @description Master images (`_tpl_` files) from the background scan.
+         */
         get: operations["listMasters"];
         put?: never;
         post?: never;
@@ -150,7 +178,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Known hosts, with key hash prefixes only. */
+        /**
+         * Known hosts, with key hash prefixes only
+         * @description Known hosts, with key hash prefixes only.
+         */
         get: operations["listNvmeHosts"];
         put?: never;
         post?: never;
@@ -168,10 +199,16 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Sets (or rotates) a host's DH-HMAC-CHAP credentials and TLS PSK, and with `subsystems` the subsystems that allow it (nvmet only). */
+        /**
+         * Sets (or rotates) a host's DH-HMAC-CHAP credentials and TLS PSK, and with `subsystems` the subsystems that allow it…
+         * @description Sets (or rotates) a host's DH-HMAC-CHAP credentials and TLS PSK, and with `subsystems` the subsystems that allow it (nvmet only).
+         */
         put: operations["putNvmeHost"];
         post?: never;
-        /** Removes a host and its allowed_hosts links. */
+        /**
+         * Removes a host and its allowed_hosts links
+         * @description Removes a host and its allowed_hosts links.
+         */
         delete: operations["deleteNvmeHost"];
         options?: never;
         head?: never;
@@ -229,7 +266,7 @@ export interface components {
             /** @description lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
             chap?: components["schemas"]["LunChapDto"];
             filename?: string;
-            /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
+            /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet), the base this agent's own. */
             iqn: string;
             /** @description Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
             master?: string;
@@ -238,7 +275,13 @@ export interface components {
              * @example 40G
              */
             size?: string;
-        } & (unknown | unknown);
+        } & ({
+            master: unknown;
+            size?: unknown;
+        } | {
+            master?: unknown;
+            size: unknown;
+        });
         CreatedLunDto: {
             backing: string;
             cd?: boolean;
@@ -482,10 +525,10 @@ export interface operations {
     deleteLun: {
         parameters: {
             query: {
-                /** @description Also delete the backing file. */
-                delete_file?: boolean;
                 /** @description Target to delete. */
                 iqn: string;
+                /** @description Also delete the backing file. */
+                delete_file?: boolean;
             };
             header?: never;
             path?: never;

@@ -11,10 +11,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Agents of config/agents.yml; live=true (default) probes each enabled one in parallel. */
+        /**
+         * Agents of config/agents.yml; live=true (default) probes each enabled one in parallel
+         * @description Agents of config/agents.yml; live=true (default) probes each enabled one in parallel.
+         */
         get: operations["listAgents"];
         put?: never;
-        /** Registers an agent (written to agents.yml, effective at once); an id or base_url already registered is a 409. */
+        /**
+         * Registers an agent (written to agents.yml, effective at once); an id or base_url already registered is a 409
+         * @description Registers an agent (written to agents.yml, effective at once); an id or base_url already registered is a 409.
+         */
         post: operations["createAgent"];
         delete?: never;
         options?: never;
@@ -31,7 +37,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Derives registration parameters from a live agent; writes nothing. */
+        /**
+         * Derives registration parameters from a live agent; writes nothing
+         * @description Derives registration parameters from a live agent; writes nothing.
+         */
         post: operations["probeAgent"];
         delete?: never;
         options?: never;
@@ -47,11 +56,17 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Replaces an agent's settings; token "" keeps the current token; another agent's base_url is a 409. */
+        /**
+         * Replaces an agent's settings; token "" keeps the current token; another agent's base_url is a 409
+         * @description Replaces an agent's settings; token "" keeps the current token; another agent's base_url is a 409.
+         */
         put: operations["updateAgent"];
         post?: never;
-        /** Removes an agent from config/agents.yml. Refused (409, naming them) while disks or CDs of
-         *     workers live on it, unless force=true; nothing on the agent itself is touched. */
+        /**
+         * Removes an agent from config/agents.yml
+         * @description Removes an agent from config/agents.yml. Refused (409, naming them) while disks or CDs of
+         *     workers live on it, unless force=true; nothing on the agent itself is touched.
+         */
         delete: operations["deleteAgent"];
         options?: never;
         head?: never;
@@ -65,11 +80,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Targets on that agent, as the agent reports them. */
+        /**
+         * Targets on that agent, as the agent reports them
+         * @description Targets on that agent, as the agent reports them.
+         */
         get: operations["listAgentLuns"];
         put?: never;
         post?: never;
-        /** Deletes a target on that agent (ignore_missing turns its 404 into success); the agent never deletes a master or a file another target uses (409). */
+        /**
+         * Deletes a target on that agent (ignore_missing turns its 404 into success); the agent never deletes a master or a file…
+         * @description Deletes a target on that agent (ignore_missing turns its 404 into success); the agent never deletes a master or a file another target uses (409).
+         */
         delete: operations["deleteAgentLun"];
         options?: never;
         head?: never;
@@ -85,7 +106,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Creates a CD (ISO) target on that agent (no ledger write). */
+        /**
+         * Creates a CD (ISO) target on that agent (no ledger write)
+         * @description Creates a CD (ISO) target on that agent (no ledger write).
+         */
         post: operations["createAgentCd"];
         delete?: never;
         options?: never;
@@ -102,7 +126,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Creates a disk target on that agent (no ledger write). */
+        /**
+         * Creates a disk target on that agent (no ledger write)
+         * @description Creates a disk target on that agent (no ledger write).
+         */
         post: operations["createAgentDisk"];
         delete?: never;
         options?: never;
@@ -119,7 +146,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Asks that agent to rebuild missing targets from its image directory. */
+        /**
+         * Asks that agent to rebuild missing targets from its image directory
+         * @description Asks that agent to rebuild missing targets from its image directory.
+         */
         post: operations["scanAgentLuns"];
         delete?: never;
         options?: never;
@@ -134,6 +164,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * The worker's boot menu items, one per disk it can boot now
+         * @description Named from its disk records: `set menu-count <n>` and `set menu-<i>-id|label|root` (root = `iscsi:<server><sep><iqn>` or `nvme://<server>:<port>/<nqn>`), plus `install-root` for an install CD. menu.ipxe builds its items from these. Same lookup and enforcement as /boot-vars (a signed nonce works once here and once there).
+         */
         get: operations["getBootMenu"];
         put?: never;
         post?: never;
@@ -150,6 +184,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Per-worker iPXE variables (no auth, read-only)
+         * @description Lookup: hostname, else mac -> bound worker; a mac not bound to the named worker gets the empty script. iSCSI default disk (seed 000): base-iqn, iscsi-server, iscsi-sep, and for a worker with disks on LIO the CHAP `username` and `password` iPXE answers the target with. NVMe/TCP default disk (seed 004): disk-nqn, storager-ip, nvme-port, hostnqn, tls-psk, dhchap-secret and dhchap-ctrl-secret, and no iSCSI variable; when that disk cannot be connected (credential revoked or not yet on its agent, port unknown or without TLS) the empty script, never a fallback. Secrets go only to the MAC bound to the worker, never to a hostname alone; with signature enforcement on (PUT /settings/signature-enforcement) only to the bound device's key.
+         */
         get: operations["getBootVars"];
         put?: never;
         post?: never;
@@ -166,10 +204,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Device pool, optionally filtered by state. */
+        /**
+         * Device pool, optionally filtered by state
+         * @description Device pool, optionally filtered by state.
+         */
         get: operations["listDevices"];
         put?: never;
-        /** Manual registration into the pool (state=pooled, source=manual). 409 if it exists (revoked included). */
+        /**
+         * Manual registration into the pool (state=pooled, source=manual)
+         * @description Manual registration into the pool (state=pooled, source=manual). 409 if it exists (revoked included).
+         */
         post: operations["registerDevice"];
         delete?: never;
         options?: never;
@@ -186,7 +230,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Batch bind execute: idempotent, item by item; succeeded / skipped / failed. */
+        /**
+         * Batch bind execute: idempotent, item by item; succeeded / skipped / failed
+         * @description Batch bind execute: idempotent, item by item; succeeded / skipped / failed.
+         */
         post: operations["bindDevicesBatch"];
         delete?: never;
         options?: never;
@@ -203,7 +250,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Batch bind preview (read-only): matched / conflicts / not_found. */
+        /**
+         * Batch bind preview (read-only): matched / conflicts / not_found
+         * @description Batch bind preview (read-only): matched / conflicts / not_found.
+         */
         post: operations["previewBindDevicesBatch"];
         delete?: never;
         options?: never;
@@ -218,12 +268,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One-time challenge for signature enforcement (no auth). The device signs, with ECDSA P-256 /
+        /**
+         * One-time challenge for signature enforcement (no auth)
+         * @description One-time challenge for signature enforcement (no auth). The device signs, with ECDSA P-256 /
          *     SHA-256, the 38 bytes `nonce (32 bytes) || mac (6 bytes)` and passes the raw `r || s` (128 hex
          *     digits) as /boot-vars?...&nonce=<64 hex>&sig=<128 hex>. A nonce is bound to that MAC, lives
          *     60 s and works once for /boot-vars and once for /boot-menu, on whichever control plane of a
          *     deployment answers (the nonce seals its MAC and expiry; spent nonces are shared through
-         *     PostgreSQL). Unknown MACs get an answer of the same form; nothing is stored when a nonce is issued. */
+         *     PostgreSQL). Unknown MACs get an answer of the same form; nothing is stored when a nonce is issued.
+         */
         get: operations["getDeviceChallenge"];
         put?: never;
         post?: never;
@@ -242,7 +295,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Bulk pre-registration: each entry on its own; duplicates skipped, bad or revoked ones failed. */
+        /**
+         * Bulk pre-registration: each entry on its own; duplicates skipped, bad or revoked ones failed
+         * @description Bulk pre-registration: each entry on its own; duplicates skipped, bad or revoked ones failed.
+         */
         post: operations["importDevices"];
         delete?: never;
         options?: never;
@@ -257,15 +313,25 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The registration window: open, times, quota, admitted, remaining. */
+        /**
+         * The registration window: open, times, quota, admitted, remaining
+         * @description The registration window: open, times, quota, admitted, remaining.
+         */
         get: operations["getRegistrationWindow"];
         put?: never;
-        /** Opens the registration window (secure mode, seed 004): while it is open and under quota, a
+        /**
+         * Opens the registration window (secure mode, seed 004): while it is open and under quota, a
+         *     report from an unknown MAC…
+         * @description Opens the registration window (secure mode, seed 004): while it is open and under quota, a
          *     report from an unknown MAC with a valid P-256 `pubkey` pools it, and a known device without a
          *     key claims one. From the first window on, new devices enter the pool only this way. A window
-         *     already open is replaced. Survives restarts (state/settings.json); audited. */
+         *     already open is replaced. Survives restarts (state/settings.json); audited.
+         */
         post: operations["openRegistrationWindow"];
-        /** Closes the registration window now (no-op when none is open); audited. */
+        /**
+         * Closes the registration window now (no-op when none is open); audited
+         * @description Closes the registration window now (no-op when none is open); audited.
+         */
         delete: operations["closeRegistrationWindow"];
         options?: never;
         head?: never;
@@ -279,9 +345,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** iPXE device report (no auth): updates fingerprint and last_seen; an unknown MAC enters the
+        /**
+         * iPXE device report (no auth): updates fingerprint and last_seen; an unknown MAC enters the
+         *     pool when auto-register is…
+         * @description iPXE device report (no auth): updates fingerprint and last_seen; an unknown MAC enters the
          *     pool when auto-register is on (on disk before the answer; bounded by IPXE_CP_POOL_LIMIT and a
-         *     per-source rate, IPXE_CP_REGISTER_RATE); revoked devices are ignored. Answers an empty body. */
+         *     per-source rate, IPXE_CP_REGISTER_RATE); revoked devices are ignored. Answers an empty body.
+         */
         get: operations["reportDevice"];
         put?: never;
         post?: never;
@@ -298,11 +368,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One device. */
+        /**
+         * One device
+         * @description One device.
+         */
         get: operations["getDevice"];
         put?: never;
         post?: never;
-        /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again); the key is dropped. */
+        /**
+         * Revoke: pooled -> revoked (kept in the ledger; cannot be registered again); the key is dropped
+         * @description Revoke: pooled -> revoked (kept in the ledger; cannot be registered again); the key is dropped.
+         */
         delete: operations["revokeDevice"];
         options?: never;
         head?: never;
@@ -318,9 +394,15 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Bind to a worker (one-to-one). force=true swaps atomically; rebinding the same pair is a no-op. */
+        /**
+         * Bind to a worker (one-to-one)
+         * @description Bind to a worker (one-to-one). force=true swaps atomically; rebinding the same pair is a no-op.
+         */
         post: operations["bindDevice"];
-        /** Unbind: the device returns to the pool; the worker keeps its disks. */
+        /**
+         * Unbind: the device returns to the pool; the worker keeps its disks
+         * @description Unbind: the device returns to the pool; the worker keeps its disks.
+         */
         delete: operations["unbindDevice"];
         options?: never;
         head?: never;
@@ -337,7 +419,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Resets the device key: the device may claim a key again inside a registration window; audited. */
+        /**
+         * Resets the device key: the device may claim a key again inside a registration window; audited
+         * @description Resets the device key: the device may claim a key again inside a registration window; audited.
+         */
         delete: operations["resetDeviceKey"];
         options?: never;
         head?: never;
@@ -351,10 +436,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Health check (no auth, changes nothing): `{"status":"ok"}` while this process serves
+        /**
+         * Health check (no auth, changes nothing): `{"status":"ok"}` while this process serves
+         *     requests from a current view of…
+         * @description Health check (no auth, changes nothing): `{"status":"ok"}` while this process serves
          *     requests from a current view of the store. On PostgreSQL it answers 503 once this control
          *     plane has not caught up with the database for longer than IPXE_CP_STALENESS_MAX_MS, so a
-         *     load balancer stops sending it boots whose bindings it may no longer know. */
+         *     load balancer stops sending it boots whose bindings it may no longer know.
+         */
         get: operations["getHealth"];
         put?: never;
         post?: never;
@@ -371,10 +460,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The scripts after the first hop, for an iPXE with HTTPS (no auth): the shipped
+        /**
+         * The scripts after the first hop, for an iPXE with HTTPS (no auth): the shipped
+         *     `boot.ipxe.cfg` and `menu.ipxe`…
+         * @description The scripts after the first hop, for an iPXE with HTTPS (no auth): the shipped
          *     `boot.ipxe.cfg` and `menu.ipxe` (IPXE_CP_IPXE_SCRIPTS_DIR). Kurrent's iPXE chains them over
          *     HTTPS with the controller's certificate pinned at build time, so nothing after the TFTP
-         *     pointer can be altered on the network; a stock iPXE keeps fetching them over TFTP. */
+         *     pointer can be altered on the network; a stock iPXE keeps fetching them over TFTP.
+         */
         get: operations["getIpxeScript"];
         put?: never;
         post?: never;
@@ -391,7 +484,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Master images of every enabled disk-role agent. */
+        /**
+         * Master images of every enabled disk-role agent
+         * @description Master images of every enabled disk-role agent.
+         */
         get: operations["listMasters"];
         put?: never;
         post?: never;
@@ -408,10 +504,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus text format: requests and latency per route, devices and workers by state, the
+        /**
+         * Prometheus text format: requests and latency per route, devices and workers by state, the
+         *     registration window,…
+         * @description Prometheus text format: requests and latency per route, devices and workers by state, the
          *     registration window, reconciler passes, credential pushes and their queue, agent health,
          *     store commit latency, process metrics. No MAC and no secret in any label. Needs the token
-         *     unless IPXE_CP_METRICS_PUBLIC=true. */
+         *     unless IPXE_CP_METRICS_PUBLIC=true.
+         */
         get: operations["getMetrics"];
         put?: never;
         post?: never;
@@ -428,7 +528,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Reads the audit trail incrementally (id > since), optionally for one device. */
+        /**
+         * Reads the audit trail incrementally (id > since), optionally for one device
+         * @description Reads the audit trail incrementally (id > since), optionally for one device.
+         */
         get: operations["listOperations"];
         put?: never;
         post?: never;
@@ -447,9 +550,13 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Runs one reconciler pass now (or joins the running one) and returns what it did: credential
+        /**
+         * Runs one reconciler pass now (or joins the running one) and returns what it did: credential
+         *     pushes retried, hosts…
+         * @description Runs one reconciler pass now (or joins the running one) and returns what it did: credential
          *     pushes retried, hosts pushed again to agents that lost them, removals of revoked credentials
-         *     and of deleted workers. Audited as credential.push / credential.remove / reconcile.pass. */
+         *     and of deleted workers. Audited as credential.push / credential.remove / reconcile.pass.
+         */
         post: operations["runReconciler"];
         delete?: never;
         options?: never;
@@ -464,9 +571,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Effective auto-register switch (state/settings.json over IPXE_CP_AUTO_REGISTER). */
+        /**
+         * Effective auto-register switch (state/settings.json over IPXE_CP_AUTO_REGISTER)
+         * @description Effective auto-register switch (state/settings.json over IPXE_CP_AUTO_REGISTER).
+         */
         get: operations["getAutoRegister"];
-        /** Switches auto-register; persisted, effective immediately, audited as settings.auto_register. */
+        /**
+         * Switches auto-register; persisted, effective immediately, audited as settings.auto_register
+         * @description Switches auto-register; persisted, effective immediately, audited as settings.auto_register.
+         */
         put: operations["setAutoRegister"];
         post?: never;
         delete?: never;
@@ -482,11 +595,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Signature enforcement and the bound devices that would be locked out (no key yet). */
+        /**
+         * Signature enforcement and the bound devices that would be locked out (no key yet)
+         * @description Signature enforcement and the bound devices that would be locked out (no key yet).
+         */
         get: operations["getSignatureEnforcement"];
-        /** Turns signature enforcement on or off. On: /boot-vars releases per-worker variables only to a
+        /**
+         * Turns signature enforcement on or off
+         * @description Turns signature enforcement on or off. On: /boot-vars releases per-worker variables only to a
          *     bound device that signed a fresh challenge. Refused (409, listing them) while bound devices
-         *     have no key, unless force is true. Audited. */
+         *     have no key, unless force is true. Audited.
+         */
         put: operations["setSignatureEnforcement"];
         post?: never;
         delete?: never;
@@ -502,10 +621,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** All workers, with the bound device projected as mac / bound_device. */
+        /**
+         * All workers, with the bound device projected as mac / bound_device
+         * @description All workers, with the bound device projected as mac / bound_device.
+         */
         get: operations["listWorkers"];
         put?: never;
-        /** Registers a worker identity (no disk); binds `mac` when given (the device must be pooled; 404 when it is not registered). */
+        /**
+         * Registers a worker identity (no disk); binds `mac` when given (the device must be pooled; 404 when it is not registered)
+         * @description Registers a worker identity (no disk); binds `mac` when given (the device must be pooled; 404 when it is not registered).
+         */
         post: operations["createWorker"];
         delete?: never;
         options?: never;
@@ -522,7 +647,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Creates count workers named prefix + zero-padded index; idempotent, item by item. */
+        /**
+         * Creates count workers named prefix + zero-padded index; idempotent, item by item
+         * @description Creates count workers named prefix + zero-padded index; idempotent, item by item.
+         */
         post: operations["createWorkersBatch"];
         delete?: never;
         options?: never;
@@ -539,7 +667,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Deletes several workers item by item (device unbind cascade), one dnsmasq reload. */
+        /**
+         * Deletes several workers item by item (device unbind cascade), one dnsmasq reload
+         * @description Deletes several workers item by item (device unbind cascade), one dnsmasq reload.
+         */
         post: operations["deleteWorkersBatch"];
         delete?: never;
         options?: never;
@@ -556,7 +687,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** System disks for many workers with one spec; dry_run returns the plan. Succeeded ones get default_os. */
+        /**
+         * System disks for many workers with one spec; dry_run returns the plan
+         * @description System disks for many workers with one spec; dry_run returns the plan. Succeeded ones get default_os.
+         */
         post: operations["createWorkerDisksBatch"];
         delete?: never;
         options?: never;
@@ -571,11 +705,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One worker. */
+        /**
+         * One worker
+         * @description One worker.
+         */
         get: operations["getWorker"];
         put?: never;
         post?: never;
-        /** Deletes the worker; its device returns to the pool, its dhcp-hosts line and NVMe credential go. */
+        /**
+         * Deletes the worker; its device returns to the pool, its dhcp-hosts line and NVMe credential go
+         * @description Deletes the worker; its device returns to the pool, its dhcp-hosts line and NVMe credential go.
+         */
         delete: operations["deleteWorker"];
         options?: never;
         head?: never;
@@ -589,15 +729,25 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The worker's NVMe-oF credential: host NQN, key and PSK hash prefixes, push state per agent. Never the secret. */
+        /**
+         * The worker's NVMe-oF credential: host NQN, key and PSK hash prefixes, push state per agent
+         * @description The worker's NVMe-oF credential: host NQN, key and PSK hash prefixes, push state per agent. Never the secret.
+         */
         get: operations["getWorkerCredential"];
-        /** Rotates the secret in place (`generate: true`) or sets a given one (`dhchap_key`, DHHC-1 form
+        /**
+         * Rotates the secret in place (`generate: true`) or sets a given one (`dhchap_key`, DHHC-1 form
+         *     with CRC-32); issues one…
+         * @description Rotates the secret in place (`generate: true`) or sets a given one (`dhchap_key`, DHHC-1 form
          *     with CRC-32); issues one when the worker has none, and lifts a revocation. The TLS PSK derives
          *     from the secret, so it rotates with it. Pushed to the worker's agents at once; what fails
-         *     stays pending for the reconciler. The answer never contains the secret. */
+         *     stays pending for the reconciler. The answer never contains the secret.
+         */
         put: operations["setWorkerCredential"];
         post?: never;
-        /** Revokes: /boot-vars stops handing out the PSK at once (the next boot is refused) and the host leaves the agents. */
+        /**
+         * Revokes: /boot-vars stops handing out the PSK at once (the next boot is refused) and the host leaves the agents
+         * @description Revokes: /boot-vars stops handing out the PSK at once (the next boot is refused) and the host leaves the agents.
+         */
         delete: operations["revokeWorkerCredential"];
         options?: never;
         head?: never;
@@ -612,7 +762,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Default boot disk by os_tag (seed 004); sets default_os to that disk's os. null clears. */
+        /**
+         * Default boot disk by os_tag (seed 004); sets default_os to that disk's os
+         * @description Default boot disk by os_tag (seed 004); sets default_os to that disk's os. null clears.
+         */
         put: operations["setWorkerDefaultDisk"];
         post?: never;
         delete?: never;
@@ -629,7 +782,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Default boot: os (a disk of the worker), menu_default, menu_timeout; null clears. */
+        /**
+         * Default boot: os (a disk of the worker), menu_default, menu_timeout; null clears
+         * @description Default boot: os (a disk of the worker), menu_default, menu_timeout; null clears.
+         */
         put: operations["setWorkerDefaultOs"];
         post?: never;
         delete?: never;
@@ -647,7 +803,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Creates a system disk (clone of a master or empty) on an agent and records it. */
+        /**
+         * Creates a system disk (clone of a master or empty) on an agent and records it
+         * @description Creates a system disk (clone of a master or empty) on an agent and records it.
+         */
         post: operations["createWorkerDisk"];
         delete?: never;
         options?: never;
@@ -665,7 +824,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Deletes one system disk (target, and the .img with delete_file=true); clears default_os if it was this os. */
+        /**
+         * Deletes one system disk (target, and the .img with delete_file=true); clears default_os if it was this os
+         * @description Deletes one system disk (target, and the .img with delete_file=true); clears default_os if it was this os.
+         */
         delete: operations["deleteWorkerDisk"];
         options?: never;
         head?: never;
@@ -680,7 +842,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Rebinds the worker to another pooled device; the old one returns to the pool. */
+        /**
+         * Rebinds the worker to another pooled device; the old one returns to the pool
+         * @description Rebinds the worker to another pooled device; the old one returns to the pool.
+         */
         put: operations["setWorkerMac"];
         post?: never;
         delete?: never;
@@ -696,7 +861,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The ledger entry plus what dnsmasq and the agents actually have. */
+        /**
+         * The ledger entry plus what dnsmasq and the agents actually have
+         * @description The ledger entry plus what dnsmasq and the agents actually have.
+         */
         get: operations["getWorkerStatus"];
         put?: never;
         post?: never;
@@ -863,11 +1031,15 @@ export interface components {
              */
             type: "master" | "empty";
         } & ({
+            name: unknown;
+            size?: unknown;
             /** @enum {unknown} */
-            type?: "master";
+            type: "master";
         } | {
+            name?: unknown;
+            size: unknown;
             /** @enum {unknown} */
-            type?: "empty";
+            type: "empty";
         });
         BatchDiskFailedDto: {
             agent: string | null;
@@ -1097,11 +1269,15 @@ export interface components {
              */
             type: "master" | "empty";
         } & ({
+            name: unknown;
+            size?: unknown;
             /** @enum {unknown} */
-            type?: "master";
+            type: "master";
         } | {
+            name?: unknown;
+            size: unknown;
             /** @enum {unknown} */
-            type?: "empty";
+            type: "empty";
         });
         CreateLunDiskDto: {
             /** @description nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
@@ -1112,7 +1288,7 @@ export interface components {
             /** @description lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
             chap?: components["schemas"]["LunChapDto"];
             filename?: string;
-            /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
+            /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet), the base this agent's own. */
             iqn: string;
             /** @description Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
             master?: string;
@@ -1121,7 +1297,13 @@ export interface components {
              * @example 40G
              */
             size?: string;
-        } & (unknown | unknown);
+        } & ({
+            master: unknown;
+            size?: unknown;
+        } | {
+            master?: unknown;
+            size: unknown;
+        });
         CreateWorkerDto: {
             /** @description Defaults to x86_64. */
             arch?: string;
@@ -1386,7 +1568,7 @@ export interface components {
             /** @description How many new devices it may admit (omit or null: no quota). */
             max_devices?: number | null;
             /** @description How long the window stays open, 1-60 minutes. */
-            ttl_minutes?: number;
+            ttl_minutes: number;
         };
         OperationEntryDto: {
             /** @description The storage agent concerned. */
@@ -1517,10 +1699,16 @@ export interface components {
             dhchap_key?: string;
             /**
              * @description Generate a new secret in place (32 random bytes, `DHHC-1:00:`).
-             * @enum {number}
+             * @enum {boolean}
              */
             generate?: true;
-        } & (unknown | unknown);
+        } & ({
+            dhchap_key?: unknown;
+            generate: unknown;
+        } | {
+            dhchap_key: unknown;
+            generate?: unknown;
+        });
         SetEnforcementDto: {
             /** @description Require a signed one-time challenge before /boot-vars releases per-worker variables. */
             enabled: boolean;

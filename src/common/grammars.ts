@@ -11,6 +11,12 @@ const DNS_NAME = new RegExp(`^(?=.{1,253}$)${LABEL}(?:\\.${LABEL})*$`, 'i');
 
 /** Agent ids and tags: one grammar, lower-case, no leading or trailing punctuation, no `..`. */
 export const AGENT_NAME = /^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$/;
+/** An agent id or tag as a request may spell it: trimmed and lower-cased before AGENT_NAME is checked. */
+export const AGENT_NAME_INPUT = '^\\s*[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\\s*$';
+/** A MAC as a request may spell it: 12 hex digits, any of `:` `-` `.` anywhere between, any case, surrounding blanks (normalizeMac). */
+export const MAC_INPUT = '^\\s*[:.-]*(?:[0-9A-Fa-f][:.-]*){12}\\s*$';
+/** A target name an agent is asked for: `<base iqn or nqn>:<suffix>` (the base must be the agent's own; the suffix lower-case). */
+export const TARGET_NAME_PATTERN = '^(?:iqn|nqn)\\.\\d{4}-\\d{2}\\.\\S+:[a-z0-9][a-z0-9.-]{0,200}$';
 
 /** Items of menu.ipxe and operating-system names: `[a-z0-9.-]`, starting with a letter or digit. */
 export const MENU_NAME = /^[a-z0-9][a-z0-9.-]{0,62}$/;

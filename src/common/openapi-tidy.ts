@@ -1,9 +1,10 @@
+import { MAC_INPUT } from './grammars';
 import type { OpenAPIObject } from '@nestjs/swagger';
 
 type Node = Record<string, unknown>;
 
 /** A MAC as clients may send it: colons, hyphens, Cisco dots or bare hex, any case. */
-const MAC_IN = '^(?:[0-9A-Fa-f]{2}(?:[:-]?[0-9A-Fa-f]{2}){5}|[0-9A-Fa-f]{4}\\.[0-9A-Fa-f]{4}\\.[0-9A-Fa-f]{4})$';
+const MAC_IN = MAC_INPUT;
 /** A MAC as the server answers it: lower-case colon form. */
 const MAC_OUT = '^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$';
 const ID_IN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$';
@@ -50,23 +51,38 @@ const PATH_PATTERNS: Record<string, string> = { mac: MAC_IN, worker_id: ID_IN, a
  * Rules between fields that a property list cannot say, as JSON Schema: exactly one of master or
  * size for a disk, exactly one of generate or dhchap_key, at least one field of default-os.
  */
+/** `absent` as a property schema: no value is valid, so the property must not be sent. */
+const ABSENT = { not: {} };
+/** Exactly one of two properties (each branch names both, so linters see every required one defined). */
+const oneOfTwo = (a: string, b: string, extra: [Node, Node] = [{}, {}], also: string[] = []): Node => ({
+  oneOf: [
+    { properties: { ...extra[0], [a]: {}, [b]: ABSENT }, required: [...also, a] },
+    { properties: { ...extra[1], [b]: {}, [a]: ABSENT }, required: [...also, b] },
+  ],
+});
+/** type master needs name, type empty needs size (`type` is required anyway; naming it makes the branches exclusive to a linter too). */
+const DISK_SOURCE = oneOfTwo('name', 'size', [{ type: { enum: ['master'] } }, { type: { enum: ['empty'] } }], ['type']);
 const CONDITIONS: Record<string, Node> = {
-  CreateDiskDto: {
-    oneOf: [
-      { properties: { type: { enum: ['master'] } }, required: ['name'], not: { required: ['size'] } },
-      { properties: { type: { enum: ['empty'] } }, required: ['size'], not: { required: ['name'] } },
-    ],
-  },
-  BatchDiskDto: {
-    oneOf: [
-      { properties: { type: { enum: ['master'] } }, required: ['name'], not: { required: ['size'] } },
-      { properties: { type: { enum: ['empty'] } }, required: ['size'], not: { required: ['name'] } },
-    ],
-  },
-  CreateLunDiskDto: { oneOf: [{ required: ['master'], not: { required: ['size'] } }, { required: ['size'], not: { required: ['master'] } }] },
-  SetCredentialDto: { oneOf: [{ required: ['generate'], not: { required: ['dhchap_key'] } }, { required: ['dhchap_key'], not: { required: ['generate'] } }] },
+  CreateDiskDto: DISK_SOURCE,
+  BatchDiskDto: DISK_SOURCE,
+  CreateLunDiskDto: oneOfTwo('master', 'size'),
+  SetCredentialDto: oneOfTwo('generate', 'dhchap_key'),
   DefaultOsDto: { minProperties: 1 },
 };
+/** The first sentence of a doc comment (up to a full stop outside backticks), at most 120 characters. */
+export function firstSentence(text: string): string {
+  let inCode = false;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === '`') inCode = !inCode;
+    else if (!inCode && text[i] === '.' && (i === text.length - 1 || text[i + 1] === ' ')) return clip(text.slice(0, i));
+  }
+  return clip(text.replace(/\.$/, ''));
+}
+
+function clip(s: string): string {
+  return s.length <= 120 ? s : `${s.slice(0, 119).replace(/\s+\S*$/, '')}…`;
+}
+
 const isObj = (v: unknown): v is Node => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function walk(v: unknown, fn: (n: Node) => void): void {
@@ -87,8 +103,29 @@ function walk(v: unknown, fn: (n: Node) => void): void {
  * - The bearer scheme is an opaque token, not a JWT.
  * - A 200 documented with an empty example body has no content.
  * - Every operation documents the 500 every route can answer.
+ * - A route without the bearer scheme says so (`security: []`): it answers without a token.
+ * - The doc comment of a route is its description; its first sentence is the summary.
+ * - A nullable reference (`allOf: [$ref]`) says it is an object, as OpenAPI 3.0 wants beside `nullable`;
+ *   a boolean enum is typed boolean.
  */
 export function tidySpec(doc: OpenAPIObject): OpenAPIObject {
+  walk(doc.components, (n) => {
+    if (n.nullable === true && !n.type && Array.isArray(n.allOf)) n.type = 'object';
+    // A string rule given for each element (`{ each: true }`) belongs to the items, not the array.
+    if (n.type === 'array') for (const k of ['maxLength', 'minLength', 'pattern']) delete n[k];
+    // The generator types any enum as number or string; `enum: [true]` is a boolean.
+    if (Array.isArray(n.enum) && n.enum.length && n.enum.every((v) => typeof v === 'boolean')) n.type = 'boolean';
+  });
+  for (const item of Object.values(doc.paths)) {
+    for (const op of Object.values(item as Record<string, Node>)) {
+      if (!isObj(op) || !isObj(op.responses)) continue;
+      op.security ??= [];
+      if (typeof op.summary === 'string' && op.description === undefined) {
+        op.description = op.summary;
+        op.summary = firstSentence(op.summary);
+      }
+    }
+  }
   walk(doc, (n) => {
     if (typeof n.pattern === 'string' && /^\/.*\/[a-z]*$/s.test(n.pattern)) n.pattern = n.pattern.slice(1, n.pattern.lastIndexOf('/'));
   });

@@ -5,7 +5,7 @@ import { badRequest } from './api-error';
  * optional B or iB, any case: `40G`, `40GB`, `40GiB`, `512m`, `1048576`. 1 MiB to 64 TiB, a whole
  * number of 512-byte sectors.
  */
-export const SIZE_PATTERN = /^\d{1,15}[KMGTkmgt]?(?:[iI]?[bB])?$/;
+export const SIZE_PATTERN = /^0*[1-9]\d{0,14}[KMGTkmgt]?(?:[iI]?[bB])?$/;
 export const SIZE_FORMS = 'a size like 40G, 40GB, 40GiB, 512M or 1T';
 
 const UNITS: Record<string, number> = { '': 1, K: 2 ** 10, M: 2 ** 20, G: 2 ** 30, T: 2 ** 40 };

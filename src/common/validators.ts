@@ -2,7 +2,7 @@ import { applyDecorators } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import { IsInt, Max, Min, ValidateBy, ValidationOptions } from 'class-validator';
-import { AGENT_NAME, isDeviceMac, normalizeAddress, TOKEN } from './grammars';
+import { AGENT_NAME, AGENT_NAME_INPUT, isDeviceMac, MAC_INPUT, normalizeAddress, TOKEN } from './grammars';
 import { ID_PATTERN, normalizeId, normalizeMac } from './mac';
 
 /**
@@ -27,6 +27,7 @@ export function IsMac(opts: { required?: boolean; description?: string } = {}) {
     ApiProperty({
       type: String,
       required: opts.required ?? true,
+      pattern: MAC_INPUT,
       example: '00:0c:29:b9:8b:2d',
       description: opts.description ?? 'MAC address; colons, hyphens, dots or bare hex, any case.',
     }),
@@ -54,7 +55,10 @@ export function IsAgentName(opts: { each?: boolean; example?: string; descriptio
       },
       { each: opts.each },
     ),
-    ...(opts.each ? [] : [ApiProperty({ type: String, pattern: AGENT_NAME.source, maxLength: 63, example: opts.example, description: opts.description })]),
+    // The pattern of what a request may send (trimmed and lower-cased before the check).
+    ...(opts.each
+      ? [ApiProperty({ required: false, type: 'array', items: { type: 'string', pattern: AGENT_NAME_INPUT, maxLength: 63 }, maxItems: 32, description: opts.description })]
+      : [ApiProperty({ type: String, pattern: AGENT_NAME_INPUT, maxLength: 63, example: opts.example, description: opts.description })]),
   );
 }
 

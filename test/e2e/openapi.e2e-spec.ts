@@ -88,7 +88,12 @@ describe('OpenAPI document', () => {
     expect(doc.paths['/workers'].post.responses['409'].content['application/json'].schema.$ref).toBe('#/components/schemas/ErrorDto');
     expect(doc.paths['/workers/batch'].post.responses['422']).toBeDefined();
     expect(doc.paths['/workers'].get.security).toEqual([{ bearer: [] }]);
-    expect(doc.paths['/boot-vars'].get.security).toBeUndefined();
+    // Public routes say so: an empty security list, and the description names each of them.
+    const open = Object.entries<any>(doc.paths).flatMap(([p, m]) => Object.entries<any>(m).filter(([, op]) => op.security.length === 0).map(([v]) => `${v.toUpperCase()} ${p}`));
+    expect(open.sort()).toEqual(['GET /boot-menu', 'GET /boot-vars', 'GET /devices/challenge', 'GET /devices/report', 'GET /healthz', 'GET /ipxe/{name}']);
+    for (const p of open) expect(doc.info.description).toContain(p.slice(4));
+    expect(doc.servers).toEqual([expect.objectContaining({ url: '{scheme}://{host}:{port}', variables: expect.objectContaining({ port: { default: '4839' } }) })]);
+    expect(doc.info.license).toEqual({ name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' });
   });
 });
 

@@ -39,15 +39,14 @@ function load(file: string): Compiled {
 
 /**
  * Rewrites `#/components/...` refs to the registered spec document, and OpenAPI 3.0's
- * `nullable: true` beside a `$ref` / `allOf` (no `type`, which JSON Schema cannot read) into
- * `anyOf: [that, null]`.
+ * `nullable: true` (which JSON Schema cannot read) into `anyOf: [that, null]`.
  */
 function rebase(schema: unknown): unknown {
   const fix = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(fix);
     if (!v || typeof v !== 'object') return v;
     const o = Object.fromEntries(Object.entries(v).map(([k, x]) => [k, fix(x)])) as Record<string, unknown>;
-    if (o.nullable === true && o.type === undefined) {
+    if (o.nullable === true) {
       const { nullable: _n, ...rest } = o;
       return { anyOf: [rest, { type: 'null' }] };
     }

@@ -22,7 +22,7 @@ export class UpdateAgentDto {
   @IsString()
   @MaxLength(512)
   @Matches(new RegExp(BASE_URL_PATTERN), { message: BASE_URL_RULE })
-  @ApiProperty({ pattern: BASE_URL_PATTERN, example: 'http://10.0.0.3:4840' })
+  @ApiProperty({ pattern: BASE_URL_PATTERN, maxLength: 512, example: 'http://10.0.0.3:4840' })
   base_url!: string;
 
   /** Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */

@@ -40,7 +40,7 @@ export class SetCredentialDto {
   /** Generate a new secret in place (32 random bytes, `DHHC-1:00:`). */
   @IsOptional()
   @Equals(true, { message: 'must be true when given' })
-  @ApiProperty({ type: Boolean, required: false, enum: [true] })
+  @ApiProperty({ type: 'boolean', required: false, enum: [true] })
   generate?: boolean;
 
   /**

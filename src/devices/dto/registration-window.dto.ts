@@ -5,7 +5,7 @@ import { Int } from '../../common/validators';
 /** POST /devices/registration-window. */
 export class OpenWindowDto {
   /** How long the window stays open, 1-60 minutes. */
-  @Int({ min: 1, max: 60 })
+  @Int({ min: 1, max: 60, required: true })
   ttl_minutes!: number;
 
   /** How many new devices it may admit (omit or null: no quota). */

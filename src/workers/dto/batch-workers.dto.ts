@@ -1,7 +1,11 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { Allow, ArrayMaxSize, IsArray, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { MAC_INPUT } from '../../common/grammars';
 import { BootConfigDto } from './create-worker.dto';
+
+/** What name_prefix may be (trimmed and lower-cased; the ids it makes must still be valid worker ids). */
+const NAME_PREFIX_INPUT = '^\\s*[A-Za-z0-9][A-Za-z0-9._-]*\\s*$';
 
 export class BatchCreateWorkersDto {
   /** How many workers, 1-100 (outside that range: 422). */
@@ -13,6 +17,7 @@ export class BatchCreateWorkersDto {
   @IsOptional()
   @IsString()
   @MaxLength(60)
+  @ApiProperty({ required: false, maxLength: 60, pattern: NAME_PREFIX_INPUT })
   name_prefix?: string;
 
   /** One MAC per worker (length must equal count); each is bound as in POST /workers. */
@@ -21,6 +26,7 @@ export class BatchCreateWorkersDto {
   @ArrayMaxSize(100)
   @IsString({ each: true })
   @MaxLength(64, { each: true })
+  @ApiProperty({ required: false, type: 'array', maxItems: 100, items: { type: 'string', maxLength: 64, pattern: MAC_INPUT } })
   macs?: string[];
 
   @IsOptional()

@@ -1,5 +1,5 @@
 import { SIZE_FORMS, SIZE_PATTERN } from '../../../common/size';
-import { CHAP_SECRET, CHAP_USERID, DISK_FILE_PATTERN, FILE_NAME_PATTERN, HOST_NQN, INITIATOR_IQN } from '../../../common/grammars';
+import { CHAP_SECRET, CHAP_USERID, DISK_FILE_PATTERN, FILE_NAME_PATTERN, HOST_NQN, INITIATOR_IQN, TARGET_NAME_PATTERN } from '../../../common/grammars';
 import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, ArrayMinSize, IsArray, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
@@ -21,9 +21,10 @@ export class LunChapDto {
 }
 
 export class CreateLunDiskDto {
-  /** Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet). */
+  /** Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet), the base this agent's own. */
   @IsString()
   @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
   iqn!: string;
 
   /** Backing file name in DISK_DIR; default `<suffix>.img`. Never `_tpl_` (that marks masters), no control, line-separator or format characters. */
@@ -31,7 +32,7 @@ export class CreateLunDiskDto {
   @IsString()
   @MaxLength(255)
   @Matches(new RegExp(DISK_FILE_PATTERN), { message: 'filename must be a plain file name without _tpl_ (which marks masters), control, line-separator or format characters, not starting with a dot' })
-  @ApiProperty({ required: false, pattern: DISK_FILE_PATTERN })
+  @ApiProperty({ required: false, pattern: DISK_FILE_PATTERN, maxLength: 255 })
   filename?: string;
 
   /** Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
@@ -82,6 +83,7 @@ export class SetLunAccessDto {
   /** The target. */
   @IsString()
   @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
   iqn!: string;
 
   /** The initiator IQNs its node ACLs admit from now on (the others are removed). At least one: a closed target stays closed. */
@@ -106,13 +108,14 @@ export class CreateCdDto {
   @IsString()
   @MaxLength(255)
   @Matches(new RegExp(FILE_NAME_PATTERN), { message: 'iso must be a plain file name without control, line-separator or format characters, not starting with a dot' })
-  @ApiProperty({ pattern: FILE_NAME_PATTERN })
+  @ApiProperty({ pattern: FILE_NAME_PATTERN, maxLength: 255 })
   iso!: string;
 
   /** Target IQN; default `<base_iqn>:<iso name>`. */
   @IsOptional()
   @IsString()
   @MaxLength(223)
+  @ApiProperty({ required: false, maxLength: 223, pattern: TARGET_NAME_PATTERN })
   iqn?: string;
 }
 
@@ -120,6 +123,7 @@ export class DeleteLunQueryDto {
   /** Target to delete. */
   @IsString()
   @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
   iqn!: string;
 
   /** Also delete the backing file. */
