@@ -1,5 +1,5 @@
 import { useMemo, useState } from 'preact/hooks';
-import { api, call, type Schemas } from '../api';
+import { api, call } from '../api';
 import { OS_NAMES } from '../lib/constants';
 import { executeTargets, planLoad, planRows, type PlanRow } from '../lib/plan';
 import { Badge, confirmAction, ErrorBox, Field, Options } from '../ui/components';
@@ -27,13 +27,12 @@ export function BatchDisksPage() {
   const [results, setResults] = useState<Record<string, RowResult>>({});
   const [running, setRunning] = useState(false);
   const list = useMemo(() => (workers.data ?? []).filter((w) => !filter || w.worker_id.includes(filter.toLowerCase())).sort((a, b) => a.worker_id.localeCompare(b.worker_id, undefined, { numeric: true })), [workers.data, filter]);
-  const spec = (): Omit<Schemas['BatchDiskDto'], 'targets'> => {
-    const b: Omit<Schemas['BatchDiskDto'], 'targets'> = { type: f.type, os: f.os };
-    if (f.type === 'master') b.name = f.name;
-    else if (f.size.trim()) b.size = f.size.trim();
-    if (f.os_version.trim()) b.os_version = f.os_version.trim();
-    return b;
-  };
+  /** The disk source as the spec types it: a master's name, or an empty disk's size, never both. */
+  const spec = () => ({
+    ...(f.type === 'master' ? { type: 'master' as const, name: f.name } : { type: 'empty' as const, size: f.size.trim() }),
+    os: f.os,
+    ...(f.os_version.trim() ? { os_version: f.os_version.trim() } : {}),
+  });
   const invalidate = () => {
     setPlan(null);
     setResults({});

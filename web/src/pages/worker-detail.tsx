@@ -235,11 +235,13 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
         class="grid-form"
         onSubmit={async (e) => {
           e.preventDefault();
-          const body: Schemas['CreateDiskDto'] = { type: f.type, os: f.os };
-          if (f.type === 'master') body.name = f.name;
-          else if (f.size.trim()) body.size = f.size.trim();
-          if (f.os_version.trim()) body.os_version = f.os_version.trim();
-          if (f.disk_agent) body.disk_agent = f.disk_agent;
+          // A master's name or an empty disk's size, never both (the spec's oneOf).
+          const body: Schemas['CreateDiskDto'] = {
+            ...(f.type === 'master' ? { type: 'master' as const, name: f.name } : { type: 'empty' as const, size: f.size.trim() }),
+            os: f.os,
+            ...(f.os_version.trim() ? { os_version: f.os_version.trim() } : {}),
+            ...(f.disk_agent ? { disk_agent: f.disk_agent } : {}),
+          };
           const r = await act.run(() => call(api.POST('/workers/{worker_id}/luns/disk', { params: { path: { worker_id: worker.worker_id } }, body })));
           if (r) {
             notify(`${f.os} disk created`);
