@@ -21,4 +21,6 @@ COPY package.json ./
 ENV DISK_DIR=/images IPXE_AGENT_STATE_DIR=/app/agent-state
 VOLUME ["/images", "/app/agent-state"]
 EXPOSE 4840
+# /healthz on the port the agent's settings give (IPXE_AGENT_PORT).
+HEALTHCHECK --interval=10s --timeout=5s CMD ["node", "dist/scripts/wait-healthy.js", "--agent", "--timeout", "3"]
 CMD ["sh", "-c", "if [ \"${IPXE_AGENT_BACKEND:-stgt}\" = stgt ]; then tgtd; fi; exec node dist/src/agent/main.js"]

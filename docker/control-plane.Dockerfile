@@ -26,5 +26,6 @@ COPY docker/tftp ./docker/tftp
 ENV IPXE_CP_CONFIG_DIR=/app/config IPXE_CP_STATE_DIR=/app/state IPXE_CP_DNSMASQ_DIR=/app/dnsmasq
 VOLUME ["/app/config", "/app/state", "/app/dnsmasq"]
 EXPOSE 4839
-HEALTHCHECK --interval=10s --timeout=3s CMD node -e "require('http').get('http://127.0.0.1:4839/healthz',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"
+# /healthz on the port (and scheme) the container's own settings give (IPXE_CP_PORT, IPXE_CP_TLS_*).
+HEALTHCHECK --interval=10s --timeout=5s CMD ["node", "dist/scripts/wait-healthy.js", "--timeout", "3"]
 CMD ["node", "--max-semi-space-size=64", "--single-threaded-gc", "dist/src/start.js"]

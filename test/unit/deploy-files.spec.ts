@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import Ajv from 'ajv';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config/app-config';
 
@@ -14,7 +15,8 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     expect(fs.existsSync(path.join(root, cp.build.dockerfile))).toBe(true);
     expect(cp.environment.IPXE_CP_DNSMASQ_RELOAD).toBe(`docker:${c.services.dnsmasq.container_name}`);
     expect(cp.volumes).toContain('../dnsmasq:/app/dnsmasq');
-    expect(cp.ports).toContain('4839:4839');
+    expect(cp.ports).toContain('${IPXE_CP_PORT:-4839}:${IPXE_CP_PORT:-4839}');
+    expect(cp.environment.IPXE_CP_PORT).toBe('${IPXE_CP_PORT:-4839}');
     for (const v of c.services.dnsmasq.volumes) {
       const src = v.split(':')[0];
       if (src.startsWith('./')) expect(fs.existsSync(path.join(root, 'docker', src))).toBe(true);
@@ -37,6 +39,46 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     const haproxy = read('docker/haproxy.cfg');
     for (const n of ['cp-1', 'cp-2']) expect(haproxy).toContain(`server ${n} ${n}:4839 check`);
     expect(haproxy).toContain('option httpchk GET /healthz');
+  });
+
+  it('both compose files validate against the Compose Specification and need no file a clone lacks', () => {
+    // test/fixtures/compose-spec.json: schema/compose-spec.json of github.com/compose-spec/compose-spec
+    // at 170098ba07d9 (2026-06-23), Apache-2.0.
+    // Its $schema is draft-07 under an https URL Ajv does not know by that name: the meta-schema is Ajv's own draft-07.
+    const { $schema: _meta, ...schema } = JSON.parse(read('test/fixtures/compose-spec.json'));
+    const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+    const validate = ajv.compile(schema);
+    expect(validate({ services: { x: { imagez: 'debian' } } })).toBe(false); // the schema does refuse what is not Compose
+    for (const f of ['docker/compose.yml', 'docker/compose.postgres.yml']) {
+      const doc = parse(read(f), { merge: true });
+      expect([f, validate(doc) ? null : ajv.errorsText(validate.errors)]).toEqual([f, null]);
+      // Debian's docker-compose 1.29 refuses a top-level name; no env_file a clone does not have.
+      expect(doc.name).toBeUndefined();
+      for (const svc of Object.values<Record<string, unknown>>(doc.services)) expect(svc.env_file).toBeUndefined();
+      for (const [svc, def] of Object.entries<Record<string, unknown>>(doc.services)) {
+        for (const v of (def.volumes as string[] | undefined) ?? []) {
+          const src = v.split(':')[0];
+          // Relative sources: shipped files, or the directories the control plane creates at start.
+          if (src.startsWith('./')) expect([svc, v, fs.existsSync(path.join(root, 'docker', src))]).toEqual([svc, v, true]);
+          if (src.startsWith('../')) expect([svc, v, ['../config', '../state', '../dnsmasq'].includes(src)]).toEqual([svc, v, true]);
+        }
+      }
+    }
+    // Every ${VAR} has a default or a message (`:-`, `:?`), so `up` with an empty environment says what is missing.
+    for (const f of ['docker/compose.yml', 'docker/compose.postgres.yml']) {
+      for (const m of read(f).matchAll(/\$\{([A-Z_]+)([^}]*)\}/g)) expect([f, m[1], /^:[-?]/.test(m[2])]).toEqual([f, m[1], true]);
+    }
+  });
+
+  it('the images check health on the port their settings give, with the readiness check the systemd units use', () => {
+    for (const [f, args] of [
+      ['docker/control-plane.Dockerfile', ['node', 'dist/scripts/wait-healthy.js', '--timeout', '3']],
+      ['docker/agent.Dockerfile', ['node', 'dist/scripts/wait-healthy.js', '--agent', '--timeout', '3']],
+    ] as const) {
+      const hc = /^HEALTHCHECK .*CMD (\[.*\])$/m.exec(read(f));
+      expect([f, hc && JSON.parse(hc[1])]).toEqual([f, args]);
+      expect(read(f)).not.toMatch(/127\.0\.0\.1:48[34][09]/);
+    }
   });
 
   it('the Dockerfile starts the app as npm run start:prod does', () => {
