@@ -1,7 +1,9 @@
 # Kurrent storage agent (port 4840). Runs on the storage node, privileged for configfs/loop:
 #   docker build -f docker/agent.Dockerfile -t kurrent/agent .
 #   docker run --privileged --network host -v /srv/images:/images -e DISK_DIR=/images kurrent/agent
-FROM node:20-bookworm-slim AS build
+# The base (node 20 on Debian 12): NODE_IMAGE lets a site (or CI, scripts/image-check.sh) use its own build of it.
+ARG NODE_IMAGE=node:20-bookworm-slim
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -11,7 +13,7 @@ COPY scripts ./scripts
 COPY bench ./bench
 RUN npx nest build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM ${NODE_IMAGE}
 # tgt: the stgt backend drives tgtadm against a tgtd started beside the agent.
 RUN apt-get update && apt-get install -y --no-install-recommends tgt nvme-cli && rm -rf /var/lib/apt/lists/*
 WORKDIR /app

@@ -1,6 +1,8 @@
 # Kurrent control plane (port 4839). Build from the repository root:
 #   docker build -f docker/control-plane.Dockerfile -t kurrent/control-plane .
-FROM node:20-bookworm-slim AS build
+# The base (node 20 on Debian 12): NODE_IMAGE lets a site (or CI, scripts/image-check.sh) use its own build of it.
+ARG NODE_IMAGE=node:20-bookworm-slim
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -12,7 +14,7 @@ COPY web ./web
 # npm run build: nest build, the bundle and its V8 code cache (src/start.ts), the web UI (web/dist).
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM ${NODE_IMAGE}
 # docker-cli: the `docker:<container>` dnsmasq reload strategy (needs /var/run/docker.sock).
 RUN apt-get update && apt-get install -y --no-install-recommends docker.io procps && rm -rf /var/lib/apt/lists/*
 WORKDIR /app

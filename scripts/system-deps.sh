@@ -38,6 +38,9 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ -f /usr/include/libnl3/netlink/genl/genl.h ] || need+=(libnl-genl-3-dev)
 # The web UI tests (playwright-core drives Debian's Chromium).
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# The image test builds both Dockerfiles with podman on a base made by debootstrap.
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 # The production-install test verifies the systemd units (systemd-analyze verify).
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # The PostgreSQL store's tests run their own cluster (initdb + pg_ctl as the postgres user).
