@@ -41,6 +41,8 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # The image test builds both Dockerfiles with podman on a base made by debootstrap.
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+# Debian's docker-compose 1.29 resolves the compose files in a unit test (config: no daemon).
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 # The production-install test verifies the systemd units (systemd-analyze verify).
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # The PostgreSQL store's tests run their own cluster (initdb + pg_ctl as the postgres user).

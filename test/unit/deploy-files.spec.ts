@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Ajv from 'ajv';
+import { spawnSync } from 'node:child_process';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/config/app-config';
 
@@ -68,6 +69,21 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     for (const f of ['docker/compose.yml', 'docker/compose.postgres.yml']) {
       for (const m of read(f).matchAll(/\$\{([A-Z_]+)([^}]*)\}/g)) expect([f, m[1], /^:[-?]/.test(m[2])]).toEqual([f, m[1], true]);
     }
+  });
+
+  it("Debian's docker-compose 1.29 resolves both files as written (config), and names a missing mandatory variable", () => {
+    const compose = (file: string, env: Record<string, string>) =>
+      spawnSync('docker-compose', ['-p', 'kurrent-check', '-f', path.join(root, file), 'config'], { encoding: 'utf8', env: { PATH: process.env.PATH!, ...env } });
+    const one = compose('docker/compose.yml', { IPXE_CP_TOKEN: 't0ken' });
+    expect([one.status, one.stderr]).toEqual([0, '']);
+    const cp = parse(one.stdout).services['control-plane'];
+    expect(cp.environment).toMatchObject({ IPXE_CP_TOKEN: 't0ken', IPXE_CP_PORT: '4839', IPXE_CP_DNSMASQ_RELOAD: 'docker:ipxe-dnsmasq' });
+    const ha = compose('docker/compose.postgres.yml', { KURRENT_DB_PASSWORD: 'pw' });
+    expect(ha.status).toBe(0);
+    const svc = parse(ha.stdout).services;
+    expect([svc['cp-1'].environment.IPXE_CP_NODE_ID, svc['cp-2'].environment.IPXE_CP_DATABASE_URL]).toEqual(['cp-1', 'postgres://kurrent:pw@postgres:5432/kurrent']);
+    const missing = compose('docker/compose.postgres.yml', {});
+    expect([missing.status, missing.stderr]).toEqual([1, expect.stringContaining('set KURRENT_DB_PASSWORD')]);
   });
 
   it('the images check health on the port their settings give, with the readiness check the systemd units use', () => {
