@@ -43,6 +43,7 @@ command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 # Debian's docker-compose 1.29 resolves the compose files in a unit test (config: no daemon).
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v podman-compose >/dev/null 2>&1 || need+=(podman-compose)
 # The production-install test verifies the systemd units (systemd-analyze verify).
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # The PostgreSQL store's tests run their own cluster (initdb + pg_ctl as the postgres user).

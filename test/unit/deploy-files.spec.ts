@@ -86,6 +86,16 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     expect([missing.status, missing.stderr]).toEqual([1, expect.stringContaining('set KURRENT_DB_PASSWORD')]);
   });
 
+  it('podman-compose 1.0 (Debian 12) reads and interpolates both files as written, and names a missing mandatory variable', () => {
+    // 1.0 has no `config`; `ps` parses the file, resolves every variable, and starts nothing.
+    const pc = (file: string, env: Record<string, string>) =>
+      spawnSync('podman-compose', ['-p', 'kurrent-check', '-f', path.join(root, file), 'ps'], { encoding: 'utf8', env: { PATH: process.env.PATH!, ...env } });
+    expect(pc('docker/compose.yml', { IPXE_CP_TOKEN: 't' }).status).toBe(0);
+    expect(pc('docker/compose.postgres.yml', { KURRENT_DB_PASSWORD: 'pw' }).status).toBe(0);
+    const missing = pc('docker/compose.postgres.yml', {});
+    expect([missing.status, missing.stderr]).toEqual([1, expect.stringContaining('set KURRENT_DB_PASSWORD')]);
+  });
+
   it('the images check health on the port their settings give, with the readiness check the systemd units use', () => {
     for (const [f, args] of [
       ['docker/control-plane.Dockerfile', ['node', 'dist/scripts/wait-healthy.js', '--timeout', '3']],
