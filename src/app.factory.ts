@@ -49,9 +49,7 @@ export const BOOT_PATH_ROUTES = new Set(['/boot-vars', '/boot-menu', '/devices/c
  * or bodies, so tokens and keys cannot leak. The boot path is skipped: at fleet scale a line per
  * boot request costs more than the request itself (see bench:boot).
  */
-async function installAccessLog(app: NestFastifyApplication, config: AppConfig): Promise<void> {
-  const log = await app.resolve(PinoLogger);
-  log.setContext('http');
+async function installAccessLog(app: NestFastifyApplication, config: AppConfig, log: PinoLogger): Promise<void> {
   const metrics = app.get(MetricsService);
   app
     .getHttpAdapter()
@@ -86,10 +84,17 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
     { bufferLogs: true, logger: opts.quiet ? false : undefined, bodyParser: false },
   );
   strictHttp(app.getHttpAdapter().getInstance());
-  // Routes never access-logged are answered before Fastify (see installFastBootRoutes).
-  installFastBootRoutes(app, { rawPaths: config.accessLog ? [] : [...BOOT_PATH_ROUTES].filter((r) => r !== '/healthz'), metrics: app.get(MetricsService) });
+  const http = await app.resolve(PinoLogger);
+  http.setContext('http');
+  // The boot routes are answered before Fastify (IPXE_CP_RAW_BOOT_PATH), which then also writes
+  // their access-log lines when IPXE_CP_ACCESS_LOG asks for them (see installFastBootRoutes).
+  installFastBootRoutes(app, {
+    rawPaths: config.rawBootPath ? [...BOOT_PATH_ROUTES].filter((r) => r !== '/healthz') : [],
+    metrics: app.get(MetricsService),
+    accessLog: config.accessLog ? (line) => http.info(line, 'request completed') : null,
+  });
   if (!opts.quiet) app.useLogger(app.get(Logger));
-  await installAccessLog(app, config);
+  await installAccessLog(app, config, http);
   app.enableShutdownHooks();
   serveOpenApi(app, buildOpenApi, true);
   installWebUi(app, config);

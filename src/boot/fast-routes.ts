@@ -4,6 +4,7 @@ import { parse as parseQuery } from 'fast-querystring';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { MetricsService } from '../metrics/metrics.service';
+import { PUBLIC_ROUTE } from '../common/auth.guard';
 import { AllExceptionsFilter } from '../common/exception.filter';
 import { DevicesController } from '../devices/devices.controller';
 import type { ReportQuery } from '../devices/dto/report.dto';
@@ -11,12 +12,28 @@ import { BootController } from './boot.controller';
 
 type Query = Record<string, unknown>;
 
-interface FastRoute<C> {
+export interface FastRoute<C> {
   controller: Type<C>;
+  /** The controller method the route calls: its decorators say whether it is public. */
+  method: keyof C & string;
   call: (c: C, req: FastifyRequest<{ Querystring: Query }>) => unknown;
 }
 
-const route = <C>(controller: Type<C>, call: FastRoute<C>['call']): FastRoute<unknown> => ({ controller, call }) as FastRoute<unknown>;
+export const route = <C>(controller: Type<C>, method: keyof C & string, call: FastRoute<C>['call']): FastRoute<unknown> => ({ controller, method, call }) as FastRoute<unknown>;
+
+/**
+ * The fast path skips the guard, so it may only serve handlers the guard would let through
+ * without a token: each must carry @Public(). Checked at start: a route whose decorator was
+ * removed fails the start instead of staying open by this table.
+ */
+export function assertPublic(routes: Record<string, FastRoute<unknown>>): void {
+  for (const [url, r] of Object.entries(routes)) {
+    const handler = (r.controller.prototype as Record<string, unknown>)[r.method];
+    if (typeof handler !== 'function' || Reflect.getMetadata(PUBLIC_ROUTE, handler) !== true) {
+      throw new Error(`the boot fast path would serve GET ${url} (${r.controller.name}.${r.method}) without the auth guard, but it is not marked @Public()`);
+    }
+  }
+}
 
 /**
  * The public routes every worker hits on every boot (`GET` only, no auth, no body, no pipe):
@@ -28,16 +45,20 @@ const route = <C>(controller: Type<C>, call: FastRoute<C>['call']): FastRoute<un
  * shape (the global filter's `toBody`). The profile of a boot storm showed Nest's per-request
  * wrapper as the largest cost after Fastify itself.
  */
-export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPaths: readonly string[]; metrics: MetricsService }): void {
+/** What writes one access-log line (the same fields as the Fastify hook's). */
+export type AccessLogLine = (line: { method: string; route: string; url: string; status: number; ms: number; client: string | undefined }) => void;
+
+export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPaths: readonly string[]; metrics: MetricsService; accessLog: AccessLogLine | null }): void {
   const fastify = app.getHttpAdapter().getInstance();
   const filter = new AllExceptionsFilter();
   const routes: Record<string, FastRoute<unknown>> = {
-    '/boot-vars': route(BootController, (c, req) => c.bootVars(req)),
-    '/boot-menu': route(BootController, (c, req) => c.bootMenu(req)),
-    '/devices/challenge': route(BootController, (c, req) => c.challenge(req)),
+    '/boot-vars': route(BootController, 'bootVars', (c, req) => c.bootVars(req)),
+    '/boot-menu': route(BootController, 'bootMenu', (c, req) => c.bootMenu(req)),
+    '/devices/challenge': route(BootController, 'challenge', (c, req) => c.challenge(req)),
     // What @ClientIp() gives the Nest route: req.ip.
-    '/devices/report': route(DevicesController, (c, req) => c.report(req.query as ReportQuery, req.ip ?? 'unknown')),
+    '/devices/report': route(DevicesController, 'report', (c, req) => c.report(req.query as ReportQuery, req.ip ?? 'unknown')),
   };
+  assertPublic(routes);
   const controllers = new Map<Type<unknown>, unknown>();
   const controllerOf = (t: Type<unknown>) => {
     let c = controllers.get(t);
@@ -67,13 +88,12 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
   // The raw path: see installRawBootPath.
   const raw: Record<string, FastRoute<unknown>> = {};
   for (const p of opts.rawPaths) raw[p] = routes[p];
-  if (opts.rawPaths.length) installRawBootPath(app, raw, controllerOf, filter, opts.metrics);
+  if (opts.rawPaths.length) installRawBootPath(app, raw, controllerOf, filter, opts.metrics, opts.accessLog);
 }
 
 /**
- * The four routes of every boot, for which no access log line is written (unless
- * IPXE_CP_ACCESS_LOG=true, which turns this path off), answered in the HTTP server's request
- * listener, before Fastify: a plain `GET` of exactly that path with a query string gets the same
+ * The four routes of every boot (on unless IPXE_CP_RAW_BOOT_PATH=false), answered in the HTTP
+ * server's request listener, before Fastify, and access-logged here when IPXE_CP_ACCESS_LOG=true: a plain `GET` of exactly that path with a query string gets the same
  * controller call, the same query object (Fastify's own parser, fast-querystring, as find-my-way
  * calls it), the same `req.ip`, headers, body and error shape as through Fastify, without
  * Fastify's request and reply objects and the hook chains every other route needs (bench:boot:
@@ -87,6 +107,7 @@ function installRawBootPath(
   controllerOf: (t: Type<unknown>) => unknown,
   filter: AllExceptionsFilter,
   metrics: MetricsService,
+  accessLog: AccessLogLine | null,
 ): void {
   const server = app.getHttpServer() as Server;
   const fastify = app.getHttpAdapter().getInstance();
@@ -103,8 +124,10 @@ function installRawBootPath(
     done();
   });
   // Requests answered here are counted as Fastify's onResponse hook counts the others.
-  const send = (res: ServerResponse, status: number, out: unknown, route: string, t0: number) => {
-    metrics.observe('GET', route, status, (performance.now() - t0) / 1000);
+  const send = (req: IncomingMessage, res: ServerResponse, status: number, out: unknown, route: string, t0: number) => {
+    const ms = performance.now() - t0;
+    metrics.observe('GET', route, status, ms / 1000);
+    accessLog?.({ method: 'GET', route, url: route, status, ms: Math.round(ms), client: req.socket.remoteAddress });
     const text = typeof out === 'string';
     const body = text ? out : JSON.stringify(out);
     res.writeHead(status, {
@@ -114,9 +137,9 @@ function installRawBootPath(
     });
     res.end(body);
   };
-  const fail = (res: ServerResponse, e: unknown, route: string, t0: number) => {
+  const fail = (req: IncomingMessage, res: ServerResponse, e: unknown, route: string, t0: number) => {
     const body = filter.toBody(e);
-    send(res, body.statusCode, body, route, t0);
+    send(req, res, body.statusCode, body, route, t0);
   };
   const handle = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'GET' || !ready || closing) return false;
@@ -132,12 +155,12 @@ function installRawBootPath(
       const out = fast.call(controllerOf(fast.controller), request);
       if (out instanceof Promise)
         out.then(
-          (v) => send(res, 200, v, path, t0),
-          (e: unknown) => fail(res, e, path, t0),
+          (v) => send(req, res, 200, v, path, t0),
+          (e: unknown) => fail(req, res, e, path, t0),
         );
-      else send(res, 200, out, path, t0);
+      else send(req, res, 200, out, path, t0);
     } catch (e) {
-      fail(res, e, path, t0);
+      fail(req, res, e, path, t0);
     }
     return true;
   };

@@ -81,6 +81,8 @@ export class AppConfig {
   logLevel!: string;
   /** Log every request (off by default on the boot path; see main.ts). */
   accessLog!: boolean;
+  /** Answer the boot routes before Fastify (IPXE_CP_RAW_BOOT_PATH, default on; off: through Fastify like every route). */
+  rawBootPath!: boolean;
   /** GET /metrics without the token (IPXE_CP_METRICS_PUBLIC): for a Prometheus on a trusted network. */
   metricsPublic!: boolean;
   /** Timeout (ms) of agent calls that change things (a clone may copy when reflink is missing). */
@@ -186,6 +188,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   }
   c.logLevel = level;
   c.accessLog = bool(env, 'IPXE_CP_ACCESS_LOG', false);
+  c.rawBootPath = bool(env, 'IPXE_CP_RAW_BOOT_PATH', true);
   c.metricsPublic = bool(env, 'IPXE_CP_METRICS_PUBLIC', false);
   c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);

@@ -1,7 +1,9 @@
 import fc from 'fast-check';
+import { spawn } from 'node:child_process';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startApp, TestApp } from '../helpers/app';
+import * as path from 'node:path';
+import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 
 /**
  * /boot-vars and /devices/report are answered in the HTTP server's request listener, before
@@ -141,4 +143,61 @@ describe('the raw boot path answers exactly as the Fastify route does', () => {
       { numRuns: 300 },
     );
   });
+});
+
+/**
+ * The raw path is chosen by its own setting (IPXE_CP_RAW_BOOT_PATH), not by access logging: with
+ * IPXE_CP_ACCESS_LOG=true it still answers the boot routes and writes their access-log lines itself
+ * (checked on a production process's stdout); switched off, the boot routes go through Fastify.
+ */
+describe('the raw boot path and access logging', () => {
+  const socketGet = (port: number, p: string) =>
+    new Promise<number>((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port, path: p, agent: false }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      }).on('error', reject);
+    });
+
+  it.each([
+    ['IPXE_CP_ACCESS_LOG=true: still the raw path', { IPXE_CP_ACCESS_LOG: 'true' }, false],
+    ['IPXE_CP_RAW_BOOT_PATH=false: through Fastify', { IPXE_CP_RAW_BOOT_PATH: 'false' }, true],
+  ])('%s', async (_name, env, throughFastify) => {
+    const seen: string[] = [];
+    const t = await startApp(env, { before: (app) => app.getHttpAdapter().getInstance().addHook('onRequest', (req, _r, done) => (seen.push(req.url.split('?')[0]), done())) });
+    try {
+      if (!t.app.getHttpServer().listening) await t.app.listen(0, '127.0.0.1');
+      const port = (t.app.getHttpServer().address() as AddressInfo).port;
+      for (const p of ['/boot-vars?mac=00:0c:29:b9:8b:2d', '/devices/report?mac=00:0c:29:b9:8b:2d', '/boot-menu', '/devices/challenge?mac=00:0c:29:b9:8b:2d']) expect(await socketGet(port, p)).toBeLessThan(500);
+      expect(seen.filter((u) => u !== '/healthz').sort()).toEqual(throughFastify ? ['/boot-menu', '/boot-vars', '/devices/challenge', '/devices/report'] : []);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('a production process with IPXE_CP_ACCESS_LOG=true logs each boot request from the raw path: route, status, no query', async () => {
+    const dir = tempDir('kurrent-rawlog-');
+    const port = await freePort();
+    const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/main.js')], {
+      cwd: dir,
+      env: { PATH: process.env.PATH!, IPXE_CP_PORT: String(port), IPXE_CP_HOST: '127.0.0.1', IPXE_CP_ACCESS_LOG: 'true', IPXE_CP_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    proc.stdout!.on('data', (b) => (out += b));
+    proc.stderr!.on('data', (b) => (out += b));
+    try {
+      const until = async (ok: () => boolean, what: string) => {
+        for (const end = Date.now() + 30_000; !ok(); await new Promise((r) => setTimeout(r, 50))) if (Date.now() > end) throw new Error(`${what}; output:\n${out.slice(-2000)}`);
+      };
+      await until(() => out.includes(`http://localhost:${port}`) || out.includes(`127.0.0.1:${port}`), 'did not start');
+      expect(await socketGet(port, '/boot-vars?mac=00:0c:29:b9:8b:2d&hostname=seat')).toBe(200);
+      const line = () => out.split('\n').find((l) => l.includes('"route":"/boot-vars"'));
+      await until(() => !!line(), 'no access-log line for /boot-vars');
+      expect(JSON.parse(line()!)).toMatchObject({ context: 'http', method: 'GET', route: '/boot-vars', url: '/boot-vars', status: 200, client: '127.0.0.1', msg: 'request completed' });
+      expect(line()).not.toContain('00:0c:29');
+    } finally {
+      proc.kill('SIGKILL');
+    }
+  }, 60_000);
 });
