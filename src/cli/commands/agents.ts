@@ -1,0 +1,88 @@
+import { Command } from 'commander';
+import type { Schemas } from '../../client';
+import { call, CliContext, list } from '../context';
+import { CliError, EXIT, fields, table } from '../output';
+
+/** `kurrent agents ...` and `kurrent masters`: the storage agents and their master images. */
+export function agentCommands(ctx: CliContext): void {
+  const { program, api, print, verb } = ctx;
+  const agents = program.command('agents').description('storage agents (config/agents.yml)');
+  verb(agents, 'list', 'agents with live health and capabilities', 'kurrent agents list')
+    .option('--no-live', 'do not probe the agents')
+    .action(async (o: { live: boolean }) => {
+      const data = await call(api().GET('/agents', { params: { query: { live: o.live } } }));
+      print(data, () => table(data as never, ['id', 'base_url', 'iscsi_server', 'enabled', 'health', 'capabilities.backend', 'tags']));
+    });
+  verb(agents, 'probe', 'test an agent URL and token before adding it', 'kurrent agents probe http://10.0.0.3:4840 --agent-token s3cret')
+    .argument('<base_url>')
+    .option('--agent-token <token>', "the agent's token")
+    .action(async (baseUrl: string, o: { agentToken?: string }) => {
+      const data = await call(api().POST('/agents/probe', { body: { base_url: baseUrl, ...(o.agentToken ? { token: o.agentToken } : {}) } }));
+      print(data, () => fields(data as never));
+    });
+  const agentBody = (o: { baseUrl?: string; iscsiServer?: string; role?: string[]; tag?: string[]; agentToken?: string }) => ({
+    ...(o.iscsiServer ? { iscsi_server: o.iscsiServer } : {}),
+    ...(o.role ? { role: { disk: o.role.includes('disk'), cd: o.role.includes('cd') } } : {}),
+    ...(o.tag ? { tags: o.tag } : {}),
+    ...(o.agentToken !== undefined ? { token: o.agentToken } : {}),
+  });
+  const agentOptions = (c: Command) =>
+    c
+      .option('--iscsi-server <address>', 'data-plane address workers connect to')
+      .option('--role <roles>', 'disk,cd', list)
+      .option('--tag <tags>', 'comma-separated tags (lio/stgt pick the iSCSI separator)', list)
+      .option('--agent-token <token>', "the agent's token, or ${ENV_NAME}");
+  agentOptions(verb(agents, 'add', 'register an agent', 'kurrent agents add st1 --base-url http://10.0.0.3:4840 --role disk,cd --tag storage,stgt'))
+    .argument('<id>')
+    .requiredOption('--base-url <url>', "the agent's HTTP API")
+    .action(async (id: string, o: { baseUrl: string }) => {
+      const data = await call(api().POST('/agents', { body: { id, base_url: o.baseUrl, ...agentBody(o) } }));
+      print(data, () => fields(data as never));
+    });
+  /** PUT replaces an agent: the CLI sends what the agent has now with the given changes on top. */
+  const putAgent = async (id: string, change: (a: Schemas['AgentDto']) => Record<string, unknown>) => {
+    const all = await call(api().GET('/agents', { params: { query: { live: false } } }));
+    const a = all.find((x) => x.id === id);
+    if (!a) throw new CliError(`404: agent not found: ${id}`, EXIT.notFound);
+    const body = { base_url: a.base_url, iscsi_server: a.iscsi_server, role: a.role, tags: a.tags, enabled: a.enabled, ...change(a) };
+    return call(api().PUT('/agents/{agent_id}', { params: { path: { agent_id: id } }, body: body as never }));
+  };
+  agentOptions(verb(agents, 'update', 'change some fields of an agent (the others stay)', 'kurrent agents update st1 --iscsi-server 10.0.0.3'))
+    .argument('<id>')
+    .option('--base-url <url>', "the agent's HTTP API")
+    .action(async (id: string, o: { baseUrl?: string }) => {
+      const data = await putAgent(id, () => ({ ...(o.baseUrl ? { base_url: o.baseUrl } : {}), ...agentBody(o) }));
+      print(data, () => fields(data as never));
+    });
+  for (const [name, enabled, what] of [
+    ['drain', false, 'no new disks on the agent (existing ones keep serving)'],
+    ['enable', true, 'accept new disks again'],
+  ] as const) {
+    verb(agents, name, what, `kurrent agents ${name} st1`)
+      .argument('<id>')
+      .action(async (id: string) => {
+        const data = await putAgent(id, () => ({ enabled }));
+        print(data, () => `${id}: ${enabled ? 'enabled' : 'drained'}\n`);
+      });
+  }
+  verb(agents, 'delete', 'remove an agent from the registry (refused while workers have disks there)', 'kurrent agents delete st1')
+    .argument('<id>')
+    .option('--force', 'remove it anyway: its disks stay in the ledger, unbootable, until deleted or the agent is added again')
+    .action(async (id: string, o: { force?: boolean }) => {
+      const data = await call(api().DELETE('/agents/{agent_id}', { params: { path: { agent_id: id }, query: o.force ? { force: true } : {} } }));
+      print(data, () => `${data.deleted}: removed${data.targets_left.length ? `; left unbootable: ${data.targets_left.join(', ')}` : ''}\n`);
+    });
+  verb(agents, 'luns', "the agent's targets as it lists them", 'kurrent agents luns st1')
+    .argument('<id>')
+    .action(async (id: string) => {
+      const data = await call(api().GET('/agents/{agent_id}/luns', { params: { path: { agent_id: id } } }));
+      print(data, () => table(data.map((t) => ({ name: t.iqn ?? t.nqn, cd: t.cd, backing: t.luns.map((l) => l.backing) })), ['name', 'cd', 'backing']));
+    });
+
+  // ---- masters ----
+  verb(program, 'masters', 'master images of every agent', 'kurrent masters').action(async () => {
+    const data = await call(api().GET('/masters'));
+    print(data, () => table(data.agents.flatMap((a) => a.masters.map((m) => ({ agent: a.agent, ...m }))), ['agent', 'name', 'size', 'mtime']));
+  });
+
+}

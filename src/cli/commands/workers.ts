@@ -1,0 +1,141 @@
+import { Command } from 'commander';
+import * as fs from 'node:fs';
+import { call, CliContext, int, list, summary } from '../context';
+import { CliError, EXIT, fields, table } from '../output';
+
+/** `kurrent workers ...`: worker identities, their disks and credentials. */
+export function workerCommands(ctx: CliContext): void {
+  const { program, api, print, progress, confirm, verb } = ctx;
+  const workers = program.command('workers').description('worker identities, their disks and credentials');
+  verb(workers, 'create', 'create a worker (bind --mac when given)', 'kurrent workers create seat-01 --mac 52:54:00:12:34:56')
+    .argument('<worker_id>')
+    .option('--mac <mac>')
+    .option('--hostname <name>')
+    .option('--arch <arch>')
+    .action(async (id: string, o: { mac?: string; hostname?: string; arch?: string }) => {
+      const data = await call(api().POST('/workers', { body: { worker_id: id, ...o } }));
+      print(data, () => fields(data as never, ['worker_id', 'hostname', 'mac', 'state', 'readiness']));
+    });
+  verb(workers, 'batch', 'create <count> workers <prefix>NN (idempotent)', 'kurrent workers batch --prefix seat- --count 20')
+    .requiredOption('--count <n>', '1-100', int('--count'))
+    .option('--prefix <prefix>', 'name prefix', 'worker-')
+    .action(async (o: { count: number; prefix: string }) => {
+      progress(`creating ${o.count} workers...`);
+      const data = await call(api().POST('/workers/batch', { body: { count: o.count, name_prefix: o.prefix } }));
+      print(data, () => summary(data as unknown as Record<string, unknown>));
+    });
+  verb(workers, 'list', 'all workers', 'kurrent workers list').action(async () => {
+    const data = await call(api().GET('/workers'));
+    print(data, () => table(data.map((w) => ({ ...w, disks: w.disks.map((d) => d.os + (d.os_version ? `@${d.os_version}` : '')) })), ['worker_id', 'hostname', 'mac', 'readiness', 'state', 'disks', 'default_os', 'default_disk']));
+  });
+  verb(workers, 'show', 'one worker', 'kurrent workers show seat-01')
+    .argument('<worker_id>')
+    .action(async (id: string) => {
+      const data = await call(api().GET('/workers/{worker_id}', { params: { path: { worker_id: id } } }));
+      print(data, () => fields(data as never));
+    });
+  verb(workers, 'status', 'the ledger entry and what dnsmasq and the agents have', 'kurrent workers status seat-01')
+    .argument('<worker_id>')
+    .action(async (id: string) => {
+      const data = await call(api().GET('/workers/{worker_id}/status', { params: { path: { worker_id: id } } }));
+      print(data, () => fields({ worker: data.worker.worker_id, dnsmasq: data.actual.dnsmasq, disks: data.actual.disks.map((d) => `${d.os}:${d.exists ? 'ok' : d.error ?? 'missing'}`) }));
+    });
+  verb(workers, 'delete', 'delete a worker (its device returns to the pool, its targets go)', 'kurrent workers delete seat-01 --delete-disk --yes')
+    .argument('<worker_id>')
+    .option('--delete-disk', 'also delete the .img files')
+    .option('--ignore-missing-target', "an agent's 404 counts as done")
+    .action(async (id: string, o: { deleteDisk?: boolean; ignoreMissingTarget?: boolean }) => {
+      await confirm(`delete worker ${id}${o.deleteDisk ? ' and its disk files' : ''}`);
+      const data = await call(api().DELETE('/workers/{worker_id}', { params: { path: { worker_id: id }, query: { delete_disk: !!o.deleteDisk, ignore_missing_target: !!o.ignoreMissingTarget } } }));
+      print(data, () => fields(data as never));
+    });
+  verb(workers, 'mac', 'rebind the worker to another pooled device', 'kurrent workers mac seat-01 52:54:00:12:34:57')
+    .argument('<worker_id>')
+    .argument('<mac>')
+    .action(async (id: string, mac: string) => {
+      const data = await call(api().PUT('/workers/{worker_id}/mac', { params: { path: { worker_id: id } }, body: { mac } }));
+      print(data, () => fields(data as never, ['worker_id', 'mac', 'changed']));
+    });
+  verb(workers, 'default-os', 'default boot by os (and menu settings)', 'kurrent workers default-os seat-01 ubuntu --timeout 3000')
+    .argument('<worker_id>')
+    .argument('[os]')
+    .option('--menu-default <item>', 'menu.ipxe item')
+    .option('--timeout <ms>', 'menu timeout', int('--timeout'))
+    .action(async (id: string, os: string | undefined, o: { menuDefault?: string; timeout?: number }) => {
+      const body = { ...(os ? { os } : {}), ...(o.menuDefault ? { menu_default: o.menuDefault } : {}), ...(o.timeout !== undefined ? { menu_timeout: o.timeout } : {}) };
+      const data = await call(api().PUT('/workers/{worker_id}/default-os', { params: { path: { worker_id: id } }, body: body as never }));
+      print(data, () => fields(data as never, ['worker_id', 'default_os', 'default_disk', 'boot']));
+    });
+  verb(workers, 'default-disk', 'default boot disk by os_tag (seed 004); "none" clears', 'kurrent workers default-disk seat-01 3f2a9c1b7d4e')
+    .argument('<worker_id>')
+    .argument('<os_tag>')
+    .action(async (id: string, tag: string) => {
+      const data = await call(api().PUT('/workers/{worker_id}/default-disk', { params: { path: { worker_id: id } }, body: { os_tag: tag === 'none' ? null : tag } }));
+      print(data, () => fields(data as never, ['worker_id', 'default_os', 'default_disk']));
+    });
+  const disk = workers.command('disk').description("a worker's system disks");
+  const diskSpec = (c: Command) =>
+    c
+      .requiredOption('--os <os>', 'windows | ubuntu | debian | centos | esxi')
+      .option('--os-version <v>')
+      .option('--master <file>', 'clone this master (_tpl_ image)')
+      .option('--size <size>', 'an empty disk of this size, e.g. 40G');
+  const specOf = (o: { os: string; osVersion?: string; master?: string; size?: string }) => {
+    if (!!o.master === !!o.size) throw new CliError('give exactly one of --master or --size', EXIT.usage);
+    return { os: o.os, ...(o.osVersion ? { os_version: o.osVersion } : {}), ...(o.master ? { type: 'master' as const, name: o.master } : { type: 'empty' as const, size: o.size! }) };
+  };
+  diskSpec(verb(disk, 'create', 'create a disk (placement picks the agent unless --agent)', 'kurrent workers disk create seat-01 --os ubuntu --master _tpl_ubuntu_2204.img'))
+    .argument('<worker_id>')
+    .option('--agent <id>', 'pin the agent')
+    .action(async (id: string, o: { os: string; osVersion?: string; master?: string; size?: string; agent?: string }) => {
+      const body = { ...specOf(o), ...(o.agent ? { disk_agent: o.agent } : {}) };
+      const data = await call(api().POST('/workers/{worker_id}/luns/disk', { params: { path: { worker_id: id } }, body: body as never }));
+      print(data, () => table(data.disks as never, ['os', 'os_version', 'os_tag', 'agent', 'transport', 'iqn', 'nqn']));
+    });
+  verb(disk, 'delete', 'delete a disk (the .img stays unless --delete-file)', 'kurrent workers disk delete seat-01 ubuntu --delete-file --yes')
+    .argument('<worker_id>')
+    .argument('<os>')
+    .option('--os-version <v>')
+    .option('--delete-file')
+    .option('--ignore-missing-target')
+    .action(async (id: string, os: string, o: { osVersion?: string; deleteFile?: boolean; ignoreMissingTarget?: boolean }) => {
+      await confirm(`delete the ${os} disk of ${id}${o.deleteFile ? ' and its file' : ''}`);
+      const query = { delete_file: !!o.deleteFile, ignore_missing_target: !!o.ignoreMissingTarget, ...(o.osVersion ? { os_version: o.osVersion } : {}) };
+      const data = await call(api().DELETE('/workers/{worker_id}/luns/disk/{os}', { params: { path: { worker_id: id, os }, query } }));
+      print(data, () => table(data.disks as never, ['os', 'os_version', 'os_tag', 'agent']));
+    });
+  diskSpec(verb(disk, 'batch', 'one disk spec for many workers; --dry-run shows the placement plan', 'kurrent workers disk batch --workers seat-01,seat-02 --os ubuntu --master _tpl_ubuntu_2204.img --dry-run'))
+    .requiredOption('--workers <ids>', 'comma-separated worker ids (id=agent pins one)', list)
+    .option('--dry-run', 'plan only')
+    .action(async (o: { os: string; osVersion?: string; master?: string; size?: string; workers: string[]; dryRun?: boolean }) => {
+      const targets = o.workers.map((w) => (w.includes('=') ? { worker_id: w.split('=')[0], agent: w.split('=')[1] } : { worker_id: w }));
+      progress(`${o.dryRun ? 'planning' : 'creating'} ${targets.length} disks...`);
+      const data = await call(api().POST('/workers/luns/disk/batch', { body: { ...specOf(o), targets, dry_run: !!o.dryRun } as never }));
+      print(data, () => `${data.dry_run ? 'plan' : 'done'}: ${data.succeeded.length} ok, ${data.skipped.length} skipped, ${data.failed.length} failed\n` + table([...data.succeeded.map((s) => ({ ...s, result: 'ok' })), ...data.failed.map((f) => ({ ...f, result: f.error }))] as never, ['worker_id', 'agent', 'iqn', 'result']));
+    });
+  const cred = workers.command('credential').description('NVMe-oF credential of a worker (never shows the secret)');
+  verb(cred, 'show', 'host NQN, key hashes, push state per agent', 'kurrent workers credential show seat-01')
+    .argument('<worker_id>')
+    .action(async (id: string) => {
+      const data = await call(api().GET('/workers/{worker_id}/credential', { params: { path: { worker_id: id } } }));
+      print(data, () => fields(data as never, ['worker_id', 'hostnqn', 'dhchap_key_sha256', 'tls_psk_sha256', 'issued_at', 'revoked']) + table(data.agents as never, ['agent', 'state', 'attempts', 'last_error', 'next_attempt_at']));
+    });
+  verb(cred, 'set', 'rotate in place (--generate) or set a given DHHC-1 secret (--key-file, - for stdin)', 'kurrent workers credential set seat-01 --generate')
+    .argument('<worker_id>')
+    .option('--generate', 'a new random secret')
+    .option('--key-file <file>', 'read the secret from a file (not the command line: it would land in shell history)')
+    .action(async (id: string, o: { generate?: boolean; keyFile?: string }) => {
+      if (!!o.generate === !!o.keyFile) throw new CliError('give exactly one of --generate or --key-file', EXIT.usage);
+      const body = o.generate ? { generate: true as const } : { dhchap_key: fs.readFileSync(o.keyFile === '-' ? 0 : o.keyFile!, 'utf8').trim() };
+      const data = await call(api().PUT('/workers/{worker_id}/credential', { params: { path: { worker_id: id } }, body }));
+      print(data, () => fields(data as never, ['worker_id', 'hostnqn', 'dhchap_key_sha256', 'tls_psk_sha256', 'revoked']) + table(data.agents as never, ['agent', 'state', 'attempts', 'last_error']));
+    });
+  verb(cred, 'revoke', 'revoke: the next boot of the worker is refused', 'kurrent workers credential revoke seat-01 --yes')
+    .argument('<worker_id>')
+    .action(async (id: string) => {
+      await confirm(`revoke the NVMe credential of ${id}`);
+      const data = await call(api().DELETE('/workers/{worker_id}/credential', { params: { path: { worker_id: id } } }));
+      print(data, () => `${id}: revoked (${data.hostnqn})\n`);
+    });
+
+}
