@@ -76,8 +76,6 @@ export class AppConfig {
    * plain HTTP (development). Read and checked at start: the key must belong to the certificate.
    */
   tls!: { cert: Buffer; key: Buffer; fingerprint256: string } | null;
-  /** Test-only fault injection (`<point>@<n>`, see FileSystem.faultHook); empty in production. */
-  faultInject!: string;
   logLevel!: string;
   /** Log every request (off by default on the boot path; see main.ts). */
   accessLog!: boolean;
@@ -180,7 +178,6 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.checkpointBytes = int(env, 'IPXE_CP_CHECKPOINT_BYTES', 8 * 1024 * 1024, 4096, 1024 * 1024 * 1024);
   c.poolLimit = int(env, 'IPXE_CP_POOL_LIMIT', 10_000, 0, 10_000_000);
   c.registerRate = int(env, 'IPXE_CP_REGISTER_RATE', 100, 1, 1_000_000);
-  c.faultInject = (env.IPXE_CP_FAULT_INJECT ?? '').trim();
   c.tls = loadTls(env, cwd);
   const level = (env.IPXE_CP_LOG_LEVEL || 'info').trim();
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) {

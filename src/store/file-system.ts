@@ -33,10 +33,13 @@ export const TEMP_FILE = /^\..+\.\d+\.\d+\.tmp$/;
 export class FileSystem {
   private tmpSeq = 0;
   /**
-   * Test-only fault injection (IPXE_CP_FAULT_INJECT, off in production): called after each
-   * durable step with a point name such as `rename:devices.yml` or `append:ledger.wal`.
+   * The fault-injection seam: called after each durable step with a point name such as
+   * `rename:devices.yml` or `append:ledger.wal`. Nothing in production sets it; in-process tests
+   * set `faultHook`, and the crash test preloads test/support/fault-preload.js into a production
+   * process, which sets `testFaultHook` before any FileSystem exists.
    */
-  faultHook: ((point: string) => void) | null = null;
+  static testFaultHook: ((point: string) => void) | null = null;
+  faultHook: ((point: string) => void) | null = FileSystem.testFaultHook;
 
   private fault(point: string): void {
     if (this.faultHook) this.faultHook(point);

@@ -218,7 +218,6 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     if (holder !== null) {
       throw new StateInUseError(this.config.stateDir, holder);
     }
-    if (this.config.faultInject) this.fs.faultHook = faultHook(this.config.faultInject);
     const swept = this.fs.removeStaleTemps(this.config.stateDir);
     if (swept.length) this.log.warn(`removed ${swept.length} temp file(s) a killed process left in ${this.config.stateDir}`);
     this.devices.loadSync();
@@ -1033,22 +1032,6 @@ export class LedgerStore implements OnModuleInit, OnApplicationBootstrap, Before
     }
     return this.hostIdx;
   }
-}
-
-/** IPXE_CP_FAULT_INJECT=`<point>@<n>[,...]`: SIGKILL this process the n-th time point is passed. */
-function faultHook(spec: string): (point: string) => void {
-  const want = new Map<string, number>();
-  for (const part of spec.split(',')) {
-    const m = /^(.+)@(\d+)$/.exec(part.trim());
-    if (m) want.set(m[1], Number(m[2]));
-  }
-  const seen = new Map<string, number>();
-  return (point) => {
-    if (!want.has(point)) return;
-    const n = (seen.get(point) ?? 0) + 1;
-    seen.set(point, n);
-    if (n === want.get(point)) process.kill(process.pid, 'SIGKILL');
-  };
 }
 
 /**

@@ -14,6 +14,7 @@ import { tempDir } from '../helpers/app';
  */
 
 const MAIN = path.join(__dirname, '../../dist/src/main.js');
+const PRELOAD = path.join(__dirname, '../support/fault-preload.js');
 const KILLS = 24;
 
 function rng(seed: number) {
@@ -45,7 +46,8 @@ class ControlPlane {
 
   async start(fault = ''): Promise<void> {
     this.stderr = '';
-    const proc = spawn(process.execPath, [MAIN], {
+    // The fault points are armed by a preloaded test module, not by the production code.
+    const proc = spawn(process.execPath, ['--require', PRELOAD, MAIN], {
       env: {
         PATH: process.env.PATH,
         IPXE_CP_PORT: String(this.port),
@@ -57,7 +59,7 @@ class ControlPlane {
         // Checkpoints happen during the storm, so kills land inside them too.
         IPXE_CP_CHECKPOINT_MS: '60',
         IPXE_CP_REPORT_FLUSH_MS: '50',
-        IPXE_CP_FAULT_INJECT: fault,
+        KURRENT_TEST_FAULT: fault,
       },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
