@@ -5,22 +5,16 @@ import { Logger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
 import { operationId } from './common/operation-ids';
+import { BODY_LIMIT, MAX_PARAM_LENGTH } from './common/http-limits';
 import { serveOpenApi } from './common/openapi-serve';
 import { strictHttp } from './common/routes';
 import { installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from './common/openapi-tidy';
 import { documentBase } from './common/openapi-info';
-import { installWebUi } from './common/web-ui';
+import { installWebUi } from './web-ui/web-ui';
 import { MetricsService } from './metrics/metrics.service';
 
-export const BODY_LIMIT = 1024 * 1024;
-/**
- * Path parameters up to this length (Fastify's default, 100, answered longer ones with an
- * undocumented 404/405): a host NQN may be 223 bytes, and a percent-encoded one three times that.
- */
-export const MAX_PARAM_LENGTH = 1024;
-
-export { operationId };
+export { BODY_LIMIT, MAX_PARAM_LENGTH, operationId };
 
 export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
   const cfg = documentBase(

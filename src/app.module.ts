@@ -17,23 +17,11 @@ import { ConfigModule } from './config/config.module';
 import { DevicesModule } from './devices/devices.module';
 import { DnsmasqModule } from './dnsmasq/dnsmasq.module';
 import { HealthController } from './health/health.controller';
+import { REDACT_PATHS } from './common/redaction';
 import { SettingsModule } from './settings/settings.module';
 import { StoreModule } from './store/store.module';
 import { WorkersModule } from './workers/workers.module';
 
-/** Paths whose values must never reach a log line. */
-export const REDACT_PATHS = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  '*.token',
-  '*.dhchap_key',
-  '*.dhchap_ctrl_key',
-  '*.tls_psk',
-  '*.dhchap_secret',
-  '*.dhchap_ctrl_secret',
-  '*.iscsi_password',
-  '*.chap.secret',
-];
 
 @Module({})
 export class AppModule {
@@ -77,3 +65,5 @@ export class AppModule {
     };
   }
 }
+
+export { REDACT_PATHS };

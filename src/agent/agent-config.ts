@@ -1,6 +1,6 @@
 import { BASE_IQN, BASE_NQN } from '../common/grammars';
 import * as path from 'node:path';
-import { ConfigError } from '../config/app-config';
+import { ConfigError } from '../common/config-error';
 
 export type BackendName = 'stgt' | 'lio' | 'nvmet';
 

@@ -2,7 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
 import { logDestination } from '../common/log-destination';
-import { REDACT_PATHS } from '../app.module';
+import { REDACT_PATHS } from '../common/redaction';
 import { AuthGuard, BEARER_TOKEN } from '../common/auth.guard';
 import { AllExceptionsFilter } from '../common/exception.filter';
 import { ProcessRunner } from '../common/process-runner';

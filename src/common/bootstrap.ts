@@ -1,5 +1,5 @@
 import { INestApplication } from '@nestjs/common';
-import { ConfigError } from '../config/app-config';
+import { ConfigError } from './config-error';
 import { LedgerFileError } from '../store/ledger-map';
 import { StateInUseError } from '../store/storage-error';
 import { tolerateStdioErrors } from './log-destination';

@@ -1,3 +1,4 @@
+import { ConfigError } from '../common/config-error';
 import { BASE_NQN } from '../common/grammars';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -95,7 +96,7 @@ export class AppConfig {
   env!: Readonly<Record<string, string | undefined>>;
 }
 
-export class ConfigError extends Error {}
+export { ConfigError };
 
 type Env = Record<string, string | undefined>;
 
