@@ -384,7 +384,11 @@ export class BootService implements OnModuleInit {
       if (chap) Object.assign(out, { iscsi_username: chap.userid, iscsi_password: chap.secret });
     }
     const menuDefault = d?.explicit ? this.disks.itemId(d.disk) : w.boot.menu_default ? this.menuIdFor(w, w.boot.menu_default) : null;
-    if (!menuDefault) return { ...out, ...this.rebootLoop() };
+    if (!menuDefault) {
+      // The reboot loop boots nothing: no secret goes with it.
+      const { iscsi_username: _u, iscsi_password: _p, ...rest } = out;
+      return { ...rest, ...this.rebootLoop() };
+    }
     out.menu_default = menuDefault;
     out.menu_timeout = w.boot.menu_timeout ?? this.config.bootMenuTimeoutMs;
     return out;

@@ -66,6 +66,8 @@ describe('iSCSI CHAP on LIO: the worker credential, /boot-vars and the reconcile
   it('the first LIO disk issues the credential; the target is closed to the worker initiator and requires its CHAP secret', async () => {
     const r = await req('POST', '/workers/w1/luns/disk', { type: 'master', name: '_tpl_ubuntu.img', os: 'ubuntu' });
     expect([r.status, r.status === 201 ? null : r.body]).toEqual([201, null]);
+    // No default yet: the reboot loop, which boots nothing, carries no CHAP secret.
+    expect(await bootVars()).toEqual({ base_iqn: IQN, iscsi_server: '192.168.80.3', iscsi_sep: '::::', menu_default: 'reboot', menu_timeout: 1 });
     expect((await req('PUT', '/workers/w1/default-os', { os: 'ubuntu' })).status).toBe(200);
     const secret = deriveIscsiChapSecret(keyOf(), 'w1');
     secrets.add(secret);
