@@ -64,33 +64,34 @@ export class IscsiAccessService {
   }
 
   /**
-   * The access a LIO disk of the worker should have. Revoked: a fresh random secret (the target
-   * stays closed to everyone). No credential: the ACL alone (disks made before CHAP; the
-   * reconciler issues a credential and comes back).
+   * The CHAP credential to give a worker's LIO target now, and what it is: the live one
+   * (`required`), a fresh random secret nobody holds when the credential is revoked (`locked`: the
+   * target stays closed to everyone), or none without a credential (`none`: disks made before
+   * CHAP; the reconciler issues a credential and comes back).
    */
-  desired(w: WorkerRecord, disk: DiskRecord): SetLunAccessDto {
-    const chap = this.chapOf(w.worker_id);
-    const lock = { userid: w.worker_id, secret: randomBytes(18).toString('base64url') };
-    return { iqn: disk.iqn!, allowed_initiators: [this.initiatorOf(w, disk)], ...(chap === null ? { chap: lock } : chap ? { chap } : {}) };
+  targetChap(workerId: string): { chap?: LunChapDto; state: 'required' | 'locked' | 'none' } {
+    const chap = this.chapOf(workerId);
+    if (chap) return { chap, state: 'required' };
+    if (chap === null) return { chap: { userid: workerId, secret: randomBytes(18).toString('base64url') }, state: 'locked' };
+    return { state: 'none' };
   }
 
   /** Whether what the agent reports differs from what the worker's disk should have. */
   drifted(w: WorkerRecord, disk: DiskRecord, t: LunTargetDto): boolean {
     if ((t.allowed_initiators ?? []).join() !== this.initiatorOf(w, disk)) return true;
-    const chap = this.chapOf(w.worker_id);
-    if (chap === undefined) return false;
-    if (chap === null) {
-      // Locked: any secret but the one the worker could still compute from its revoked credential.
-      const c = this.credentials.current(w.worker_id)!;
-      return !t.chap_secret_sha256 || t.chap_secret_sha256 === secretSha12(deriveIscsiChapSecret(c.dhchap_key, w.worker_id));
-    }
-    return t.chap_userid !== chap.userid || t.chap_secret_sha256 !== secretSha12(chap.secret);
+    const c = this.credentials.current(w.worker_id);
+    if (!c) return false;
+    const live = secretSha12(deriveIscsiChapSecret(c.dhchap_key, w.worker_id));
+    // Locked: any secret but the one the worker could still compute from its revoked credential.
+    if (c.revoked) return !t.chap_secret_sha256 || t.chap_secret_sha256 === live;
+    return t.chap_userid !== w.worker_id || t.chap_secret_sha256 !== live;
   }
 
   /** PUT /luns/access of one disk; audited with hashes only. Never throws: a failure is the reconciler's to retry. */
   async apply(w: WorkerRecord, disk: DiskRecord, reason: AccessOutcome['reason'], client: string): Promise<AccessOutcome> {
     const a = this.registry.get(disk.agent);
-    const body = this.desired(w, disk);
+    const { chap, state } = this.targetChap(w.worker_id);
+    const body: SetLunAccessDto = { iqn: disk.iqn!, allowed_initiators: [this.initiatorOf(w, disk)], ...(chap ? { chap } : {}) };
     let error: string | undefined;
     if (!a) error = `agent not found: ${disk.agent}`;
     else {
@@ -107,8 +108,8 @@ export class IscsiAccessService {
       iqn: disk.iqn,
       reason,
       allowed_initiators: body.allowed_initiators,
-      chap: !body.chap ? 'none' : this.chapOf(w.worker_id) === null ? 'locked' : 'required',
-      ...(body.chap && this.chapOf(w.worker_id) ? { chap_secret_sha256: secretSha12(body.chap.secret) } : {}),
+      chap: state,
+      ...(state === 'required' ? { chap_secret_sha256: secretSha12(chap!.secret) } : {}),
       client,
     });
     return { worker_id: w.worker_id, agent: disk.agent, iqn: disk.iqn!, reason, ok: !error, ...(error ? { error } : {}) };
@@ -138,7 +139,7 @@ export class IscsiAccessService {
       for (const d of w.disks) {
         if (!this.isLio(d)) continue;
         if (!this.credentials.current(w.worker_id)) await this.credentials.ensureIssued(w.worker_id, 'reconciler', 'iSCSI CHAP of LIO disks');
-        byAgent.set(d.agent, [...(byAgent.get(d.agent) ?? []), { w: this.store.read().workers.get(w.worker_id) ?? w, d }]);
+        byAgent.set(d.agent, [...(byAgent.get(d.agent) ?? []), { w, d }]);
       }
     }
     const checked: string[] = [];

@@ -237,14 +237,14 @@ export class DisksService {
     if (plan.transport === 'nvme-tcp') await this.credentials.ensureIssued(id, client);
     // LIO: the same credential gives the CHAP secret the target requires of the worker's initiator.
     if (plan.initiators) await this.credentials.ensureIssued(id, client, 'first LIO disk (iSCSI CHAP)');
-    const chap = plan.initiators ? this.iscsiAccess.chapOf(id) : undefined;
+    // A revoked credential gives a locked target: the disk exists, no one logs in until a PUT issues a new one.
+    const chap = plan.initiators ? this.iscsiAccess.targetChap(id).chap : undefined;
     const body = {
       iqn: plan.name,
       filename: plan.filename,
       ...(spec.type === 'master' ? { master: spec.name } : { size: spec.size }),
       ...(plan.initiators ? { allowed_initiators: plan.initiators } : {}),
-      // A revoked credential: a secret nobody holds (the disk exists, no one logs in until a PUT issues a new one).
-      ...(chap ? { chap } : chap === null ? { chap: { userid: id, secret: randomBytes(18).toString('base64url') } } : {}),
+      ...(chap ? { chap } : {}),
     };
     const created: CreatedLunDto = await this.agents.createDisk(plan.agent.id, body, client);
     const disk: DiskRecord = {

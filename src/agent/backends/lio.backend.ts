@@ -83,9 +83,9 @@ export class LioBackend implements TargetBackend {
   /** The CHAP credential an ACL requires, when the TPG enforces authentication. */
   private async chapOf(wwn: string, acl: string): Promise<Chap | undefined> {
     const tpg = ['iscsi', wwn, 'tpgt_1'];
-    if ((await this.cfs.read(...tpg, 'attrib', 'authentication'))?.trim() !== '1') return undefined;
-    const userid = (await this.cfs.read(...tpg, 'acls', acl, 'auth', 'userid'))?.trim();
-    const secret = (await this.cfs.read(...tpg, 'acls', acl, 'auth', 'password'))?.trim();
+    if ((await this.cfs.read(...tpg, 'attrib', 'authentication')) !== '1') return undefined;
+    const userid = await this.cfs.read(...tpg, 'acls', acl, 'auth', 'userid');
+    const secret = await this.cfs.read(...tpg, 'acls', acl, 'auth', 'password');
     return userid && secret && userid !== 'NULL' && secret !== 'NULL' ? { userid, secret } : undefined;
   }
 
@@ -98,7 +98,7 @@ export class LioBackend implements TargetBackend {
   async setAccess(name: string, initiators: string[], chap: Chap | undefined): Promise<void> {
     const tpg = ['iscsi', name, 'tpgt_1'];
     if (!(await this.cfs.exists(...tpg))) throw Object.assign(new Error(`iqn not found: ${name}`), { code: 'ENOENT' });
-    if ((await this.cfs.read(...tpg, 'attrib', 'generate_node_acls'))?.trim() === '1') {
+    if ((await this.cfs.read(...tpg, 'attrib', 'generate_node_acls')) === '1') {
       throw Object.assign(new Error(`target ${name} is open to any initiator (made without allowed_initiators); its access cannot be narrowed in place`), { code: 'EOPEN' });
     }
     const want = new Set(initiators);
