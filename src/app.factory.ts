@@ -8,7 +8,7 @@ import { operationId } from './common/operation-ids';
 import { BODY_LIMIT, MAX_PARAM_LENGTH } from './common/http-limits';
 import { serveOpenApi } from './common/openapi-serve';
 import { strictHttp } from './common/routes';
-import { installFastBootRoutes } from './boot/fast-routes';
+import { AccessLogLine, installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from './common/openapi-tidy';
 import { documentBase } from './common/openapi-info';
 import { installWebUi } from './web-ui/web-ui';
@@ -43,7 +43,7 @@ export const BOOT_PATH_ROUTES = new Set(['/boot-vars', '/boot-menu', '/devices/c
  * or bodies, so tokens and keys cannot leak. The boot path is skipped: at fleet scale a line per
  * boot request costs more than the request itself (see bench:boot).
  */
-async function installAccessLog(app: NestFastifyApplication, config: AppConfig, log: PinoLogger): Promise<void> {
+function installAccessLog(app: NestFastifyApplication, config: AppConfig, line: AccessLogLine): void {
   const metrics = app.get(MetricsService);
   app
     .getHttpAdapter()
@@ -53,10 +53,7 @@ async function installAccessLog(app: NestFastifyApplication, config: AppConfig, 
       // The route template labels the series; an unmatched URL must not become a label (a MAC could).
       metrics.observe(req.method, req.routeOptions.url ? route : 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
       if (config.accessLog || !BOOT_PATH_ROUTES.has(route)) {
-        log.info(
-          { method: req.method, route, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), client: req.ip },
-          'request completed',
-        );
+        line({ method: req.method, route, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), client: req.ip });
       }
       done();
     });
@@ -80,15 +77,16 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
   strictHttp(app.getHttpAdapter().getInstance());
   const http = await app.resolve(PinoLogger);
   http.setContext('http');
+  const accessLine: AccessLogLine = (line) => http.info(line, 'request completed');
   // The boot routes are answered before Fastify (IPXE_CP_RAW_BOOT_PATH), which then also writes
   // their access-log lines when IPXE_CP_ACCESS_LOG asks for them (see installFastBootRoutes).
   installFastBootRoutes(app, {
     rawPaths: config.rawBootPath ? [...BOOT_PATH_ROUTES].filter((r) => r !== '/healthz') : [],
     metrics: app.get(MetricsService),
-    accessLog: config.accessLog ? (line) => http.info(line, 'request completed') : null,
+    accessLog: config.accessLog ? accessLine : null,
   });
   if (!opts.quiet) app.useLogger(app.get(Logger));
-  await installAccessLog(app, config, http);
+  installAccessLog(app, config, accessLine);
   app.enableShutdownHooks();
   serveOpenApi(app, buildOpenApi, true);
   installWebUi(app, config);

@@ -35,6 +35,9 @@ export function assertPublic(routes: Record<string, FastRoute<unknown>>): void {
   }
 }
 
+/** What writes one access-log line (the same fields as the Fastify hook's). */
+export type AccessLogLine = (line: { method: string; route: string; url: string; status: number; ms: number; client: string | undefined }) => void;
+
 /**
  * The public routes every worker hits on every boot (`GET` only, no auth, no body, no pipe):
  * /devices/report, /devices/challenge, /boot-vars and /boot-menu. Their Nest controllers stay what
@@ -45,9 +48,6 @@ export function assertPublic(routes: Record<string, FastRoute<unknown>>): void {
  * shape (the global filter's `toBody`). The profile of a boot storm showed Nest's per-request
  * wrapper as the largest cost after Fastify itself.
  */
-/** What writes one access-log line (the same fields as the Fastify hook's). */
-export type AccessLogLine = (line: { method: string; route: string; url: string; status: number; ms: number; client: string | undefined }) => void;
-
 export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPaths: readonly string[]; metrics: MetricsService; accessLog: AccessLogLine | null }): void {
   const fastify = app.getHttpAdapter().getInstance();
   const filter = new AllExceptionsFilter();
@@ -93,8 +93,8 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
 
 /**
  * The four routes of every boot (on unless IPXE_CP_RAW_BOOT_PATH=false), answered in the HTTP
- * server's request listener, before Fastify, and access-logged here when IPXE_CP_ACCESS_LOG=true: a plain `GET` of exactly that path with a query string gets the same
- * controller call, the same query object (Fastify's own parser, fast-querystring, as find-my-way
+ * server's request listener, before Fastify, and access-logged here when IPXE_CP_ACCESS_LOG=true:
+ * a plain `GET` of exactly that path with a query string gets the same controller call, the same query object (Fastify's own parser, fast-querystring, as find-my-way
  * calls it), the same `req.ip`, headers, body and error shape as through Fastify, without
  * Fastify's request and reply objects and the hook chains every other route needs (bench:boot:
  * they were most of what separated /boot-vars from a bare Fastify route). Anything else (another

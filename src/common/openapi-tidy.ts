@@ -3,8 +3,6 @@ import type { OpenAPIObject } from '@nestjs/swagger';
 
 type Node = Record<string, unknown>;
 
-/** A MAC as clients may send it: colons, hyphens, Cisco dots or bare hex, any case. */
-const MAC_IN = MAC_INPUT;
 /** A MAC as the server answers it: lower-case colon form. */
 const MAC_OUT = '^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$';
 const ID_IN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$';
@@ -30,8 +28,8 @@ const PROPERTY_PATTERNS: Record<string, Record<string, string>> = {
   CreateAgentDto: { id: AGENT, base_url: URL },
   UpdateAgentDto: { base_url: URL },
   ProbeAgentDto: { base_url: URL, agent_id: AGENT },
-  BatchPairDto: { mac: MAC_IN, worker_id: ID_IN },
-  ImportEntryDto: { mac: MAC_IN },
+  BatchPairDto: { mac: MAC_INPUT, worker_id: ID_IN },
+  ImportEntryDto: { mac: MAC_INPUT },
   BatchMatchedDto: { mac: MAC_OUT, worker_id: ID_OUT },
   BatchSucceededDto: { mac: MAC_OUT, worker_id: ID_OUT },
   BatchDiskTargetDto: { worker_id: ID_IN, agent: AGENT },
@@ -45,12 +43,8 @@ const PROPERTY_PATTERNS: Record<string, Record<string, string>> = {
 };
 
 /** Path parameters: what the router accepts in each. */
-const PATH_PATTERNS: Record<string, string> = { mac: MAC_IN, worker_id: ID_IN, agent_id: '^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$', hostnqn: NQN };
+const PATH_PATTERNS: Record<string, string> = { mac: MAC_INPUT, worker_id: ID_IN, agent_id: '^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$', hostnqn: NQN };
 
-/**
- * Rules between fields that a property list cannot say, as JSON Schema: exactly one of master or
- * size for a disk, exactly one of generate or dhchap_key, at least one field of default-os.
- */
 /** `absent` as a property schema: no value is valid, so the property must not be sent. */
 const ABSENT = { not: {} };
 /** Exactly one of two properties (each branch names both, so linters see every required one defined). */
@@ -62,6 +56,10 @@ const oneOfTwo = (a: string, b: string, extra: [Node, Node] = [{}, {}], also: st
 });
 /** type master needs name, type empty needs size (`type` is required anyway; naming it makes the branches exclusive to a linter too). */
 const DISK_SOURCE = oneOfTwo('name', 'size', [{ type: { enum: ['master'] } }, { type: { enum: ['empty'] } }], ['type']);
+/**
+ * Rules between fields that a property list cannot say, as JSON Schema: exactly one of master or
+ * size for a disk, exactly one of generate or dhchap_key, at least one field of default-os.
+ */
 const CONDITIONS: Record<string, Node> = {
   CreateDiskDto: DISK_SOURCE,
   BatchDiskDto: DISK_SOURCE,
@@ -116,16 +114,6 @@ export function tidySpec(doc: OpenAPIObject): OpenAPIObject {
     // The generator types any enum as number or string; `enum: [true]` is a boolean.
     if (Array.isArray(n.enum) && n.enum.length && n.enum.every((v) => typeof v === 'boolean')) n.type = 'boolean';
   });
-  for (const item of Object.values(doc.paths)) {
-    for (const op of Object.values(item as Record<string, Node>)) {
-      if (!isObj(op) || !isObj(op.responses)) continue;
-      op.security ??= [];
-      if (typeof op.summary === 'string' && op.description === undefined) {
-        op.description = op.summary;
-        op.summary = firstSentence(op.summary);
-      }
-    }
-  }
   walk(doc, (n) => {
     if (typeof n.pattern === 'string' && /^\/.*\/[a-z]*$/s.test(n.pattern)) n.pattern = n.pattern.slice(1, n.pattern.lastIndexOf('/'));
   });
@@ -143,6 +131,11 @@ export function tidySpec(doc: OpenAPIObject): OpenAPIObject {
   for (const item of Object.values(doc.paths)) {
     for (const op of Object.values(item as Record<string, Node>)) {
       if (!isObj(op) || !isObj(op.responses)) continue;
+      op.security ??= [];
+      if (typeof op.summary === 'string' && op.description === undefined) {
+        op.description = op.summary;
+        op.summary = firstSentence(op.summary);
+      }
       const body = op.requestBody as Node | undefined;
       if (body) close(body);
       // Any route can fail unexpectedly; the answer is still the one error shape, with an error_id.

@@ -63,6 +63,8 @@ export class CredentialsService {
   /** Derived PSKs by secret (derivation costs two HMACs; /boot-vars asks on every boot). */
   private readonly pskCache = new Map<string, string>();
   private readonly ctrlCache = new Map<string, string>();
+  /** Told of each rotation and revocation (IscsiAccessService: the CHAP of LIO disks). */
+  private readonly changeObservers: ((id: string, reason: PushReason) => Promise<unknown>)[] = [];
 
   constructor(
     private readonly creds: CredentialStore,
@@ -177,8 +179,6 @@ export class CredentialsService {
     await this.notifyChange(id, 'delete');
     return this.toDto(this.current(id)!);
   }
-
-  private readonly changeObservers: ((id: string, reason: PushReason) => Promise<unknown>)[] = [];
 
   /** Called after a rotation or a revocation is committed and pushed to the NVMe agents (the iSCSI CHAP of LIO disks follows). */
   onCredentialChange(fn: (id: string, reason: PushReason) => Promise<unknown>): void {
