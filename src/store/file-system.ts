@@ -77,10 +77,10 @@ export class FileSystem {
     fs.mkdirSync(dir, { recursive: true });
   }
 
-  /** `durable: false` skips the fsyncs (for derived files that are re-derived at start). */
   /**
-   * Writes a temp file and renames it over `file`. With `unchangedSince`, the file must still have
-   * that stamp right before the rename (null: must not exist), else nothing is replaced and
+   * Writes a temp file and renames it over `file`. `durable: false` skips the fsyncs (for derived
+   * files that are re-derived at start). With `unchangedSince`, the file must still have that
+   * stamp right before the rename (null: must not exist), else nothing is replaced and
    * FileChangedError is thrown: an edit made while the new content was written is never lost.
    */
   async writeAtomic(file: string, data: string | Buffer, mode = 0o644, opts: { durable?: boolean; unchangedSince?: FileStamp | null } = {}): Promise<void> {

@@ -39,6 +39,18 @@ describeFiles('production install: deploy/install.sh, systemd units, the install
 
   const install = (...args: string[]) => execFileSync('sh', [path.join(root, 'deploy/install.sh'), '--root', stage, ...args], { cwd: root, encoding: 'utf8' });
   const unit = (name: string) => fs.readFileSync(path.join(stage, 'etc/systemd/system', name), 'utf8');
+  /**
+   * What systemd does with a unit, under the staging root: ExecStart in WorkingDirectory with the
+   * settings file's environment, then ExecStartPost (the readiness check), whose result is returned.
+   */
+  const startUnit = (name: string, work: string, env: Record<string, string>) => {
+    const staged = (args: string[]) => args.map((a) => a.replace(/^\/opt\//, `${stage}/opt/`));
+    fs.mkdirSync(work, { recursive: true });
+    const [node, ...args] = execLines(unit(name), 'ExecStart');
+    procs.push(spawn(node, staged(args), { cwd: work, env, stdio: 'ignore' }));
+    const [, ...check] = execLines(unit(name), 'ExecStartPost');
+    return spawnSync(NODE, staged(check), { cwd: work, env, encoding: 'utf8' });
+  };
 
   it('installs code, production dependencies only, units with this node, settings files and the dnsmasq snippet', () => {
     expect(install()).toMatch(/installed the control-plane in .*\/opt\/kurrent/);
@@ -79,12 +91,7 @@ describeFiles('production install: deploy/install.sh, systemd units, the install
     const port = await freePort();
     const env = envFile(path.join(stage, 'etc/kurrent/control-plane.env'), stage, { IPXE_CP_PORT: String(port), IPXE_CP_HOST: '127.0.0.1' });
     const work = path.join(stage, 'var/lib/kurrent');
-    fs.mkdirSync(work, { recursive: true });
-    const [node, ...args] = execLines(unit('kurrent-control-plane.service'), 'ExecStart');
-    const cp = spawn(node, args.map((a) => a.replace(/^\/opt\//, `${stage}/opt/`)), { cwd: work, env, stdio: 'ignore' });
-    procs.push(cp);
-    const [, ...check] = execLines(unit('kurrent-control-plane.service'), 'ExecStartPost');
-    const ready = spawnSync(NODE, check.map((a) => a.replace(/^\/opt\//, `${stage}/opt/`)), { cwd: work, env, encoding: 'utf8' });
+    const ready = startUnit('kurrent-control-plane.service', work, env);
     expect([ready.status, ready.stderr.trim()]).toEqual([0, `healthy: http://127.0.0.1:${port}/healthz`]);
     // The web UI and the spec it serves are the installed ones.
     expect((await fetch(`http://127.0.0.1:${port}/ui/`)).status).toBe(200);
@@ -110,12 +117,7 @@ describeFiles('production install: deploy/install.sh, systemd units, the install
       IPXE_AGENT_CONFIGFS_ROOT: path.join(stage, 'configfs'),
       IPXE_AGENT_LIO_SAVECONFIG: path.join(stage, 'etc/target/saveconfig.json'),
     });
-    const work = path.join(stage, 'var/lib/kurrent-agent');
-    fs.mkdirSync(work, { recursive: true });
-    const [node, ...args] = execLines(unit('kurrent-agent.service'), 'ExecStart');
-    procs.push(spawn(node, args.map((a) => a.replace(/^\/opt\//, `${stage}/opt/`)), { cwd: work, env, stdio: 'ignore' }));
-    const [, ...check] = execLines(unit('kurrent-agent.service'), 'ExecStartPost');
-    const ready = spawnSync(NODE, check.map((a) => a.replace(/^\/opt\//, `${stage}/opt/`)), { cwd: work, env, encoding: 'utf8' });
+    const ready = startUnit('kurrent-agent.service', path.join(stage, 'var/lib/kurrent-agent'), env);
     expect([ready.status, ready.stderr.trim()]).toEqual([0, `healthy: http://127.0.0.1:${port}/healthz`]);
     expect(fs.existsSync(path.join(stage, 'srv/kurrent/images'))).toBe(true);
   }, 60_000);
