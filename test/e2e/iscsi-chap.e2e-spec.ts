@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { deriveIscsiChapSecret } from '../../src/common/nvme-keys';
 import { makeFile, spawnAgent, SpawnedAgent } from '../helpers/agent';
-import { freePort, itFiles, Res, startApp, tempDir, TestApp } from '../helpers/app';
+import { freePort, itFiles, Res, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 
 /**
  * iSCSI CHAP on LIO end to end: a control plane (in process) and a real agent process on the lio
@@ -55,7 +55,7 @@ describe('iSCSI CHAP on LIO: the worker credential, /boot-vars and the reconcile
     expect((await req('POST', '/agents', { id: 'lio1', base_url: agent.url, token: '${LIO_TOKEN}', iscsi_server: '192.168.80.3', role: { disk: true }, tags: ['lio'] })).status).toBe(201);
     expect((await req('POST', '/devices', { mac: MAC })).status).toBe(201);
     expect((await req('POST', '/workers', { worker_id: 'w1', mac: MAC, hostname: 'seat-1' })).status).toBe(201);
-    for (let i = 0; i < 100 && !(await req('GET', '/agents/lio1/masters')).body.some?.((m: { name: string }) => m.name === '_tpl_ubuntu.img'); i++) await new Promise((r) => setTimeout(r, 100));
+    await waitForMaster(t, '_tpl_ubuntu.img');
   });
 
   afterAll(async () => {
