@@ -7,9 +7,9 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { loadAgentConfig } from '../src/agent/agent-config';
-import { createAgentApp } from '../src/agent/agent.factory';
-import { ImageFs } from '../src/agent/images/image-fs';
+import { loadAgentConfig } from '../src/storage-agent/agent-config';
+import { createAgentApp } from '../src/storage-agent/agent.factory';
+import { ImageFs } from '../src/storage-agent/images/image-fs';
 import { fmt, tmp } from './lib';
 
 const BASE = 'iqn.2026-07.com.controller';

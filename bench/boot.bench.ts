@@ -18,8 +18,8 @@
 import { generateKeyPairSync } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FileSystem } from '../src/store/file-system';
-import { readDevicesOnDisk } from '../src/store/ledger.store';
+import { FileSystem } from '../src/shared/files/file-system';
+import { readDevicesOnDisk } from '../src/control-plane/repositories/ledger.store';
 import { exportStore, importStore } from '../scripts/store';
 import { startPostgres } from '../scripts/pg-cluster';
 import { fmt, get, macOf, prodCommand, runClient, seedLedger, startProcess, stop, tmp, workerOf, wrk, WrkResult } from './lib';

@@ -39,7 +39,7 @@ async function main() {
       await new Promise((r) => setTimeout(r, 300));
       const port = 6200 + i;
       const a = await startProcess(
-        path.join(dist, 'src/agent/main.js'),
+        path.join(dist, 'src/storage-agent/main.js'),
         { IPXE_AGENT_PORT: String(port), IPXE_AGENT_HOST: '127.0.0.1', IPXE_AGENT_BACKEND: 'stgt', IPXE_AGENT_TGT_CONTROL_PORT: String(control), DISK_DIR: images, IPXE_AGENT_STATE_DIR: path.join(dir, id, 'state'), IPXE_AGENT_LOG_LEVEL: 'warn' },
         `http://127.0.0.1:${port}/healthz`,
       );
@@ -48,7 +48,7 @@ async function main() {
     }
     await new Promise<void>((r) => hole.listen(6299, '127.0.0.1', r));
     const cp = await startProcess(
-      path.join(dist, 'src/main.js'),
+      path.join(dist, 'src/control-plane/main.js'),
       {
         IPXE_CP_PORT: '6300',
         IPXE_CP_HOST: '127.0.0.1',

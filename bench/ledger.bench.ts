@@ -2,7 +2,7 @@
  * npm run bench:ledger — the cost of one mutation as the ledger grows.
  *
  * For 1,000, 10,000 and 50,000 bound devices (+ as many workers), a production control plane
- * (dist/src/main.js, its own process) runs unbind + bind rounds over HTTP. Measured: bind p50/p99,
+ * (dist/src/control-plane/main.js, its own process) runs unbind + bind rounds over HTTP. Measured: bind p50/p99,
  * bytes the process dirtied on storage per bind (/proc/<pid>/io write_bytes, page-granular, the
  * checkpoints included), and the start-up time with that ledger. Baseline in the same run: the
  * same process with IPXE_CP_CHECKPOINT_MS=0, which rewrites both YAML files on every commit (the

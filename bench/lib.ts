@@ -3,11 +3,11 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { keySha256 } from '../src/common/device-key';
-import { loadConfig } from '../src/config/app-config';
-import { FileSystem } from '../src/store/file-system';
-import { LedgerStore } from '../src/store/ledger.store';
-import { emptyFingerprint, newDevice, newWorker } from '../src/store/records';
+import { keySha256 } from '../src/control-plane/common/device-key';
+import { loadConfig } from '../src/control-plane/config/app-config';
+import { FileSystem } from '../src/shared/files/file-system';
+import { LedgerStore } from '../src/control-plane/repositories/ledger.store';
+import { emptyFingerprint, newDevice, newWorker } from '../src/control-plane/repositories/records';
 
 /** Pin processes to CPUs when taskset exists and there are at least 2 (fair, less noisy A/B). */
 const PIN = os.cpus().length >= 2 && fs.existsSync('/usr/bin/taskset');

@@ -25,7 +25,7 @@ done
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 NODE=$(command -v node) || { echo "node not found: install Node.js 20 first" >&2; exit 1; }
-[ -f "$SRC/dist/src/start.js" ] && [ -f "$SRC/dist/scripts/wait-healthy.js" ] || { echo "not built: run npm ci && npm run build in $SRC first" >&2; exit 1; }
+[ -f "$SRC/dist/src/control-plane/start.js" ] && [ -f "$SRC/dist/scripts/wait-healthy.js" ] || { echo "not built: run npm ci && npm run build in $SRC first" >&2; exit 1; }
 
 APP=$ROOT/opt/kurrent
 NEW=$APP.new.$$

@@ -25,4 +25,4 @@ VOLUME ["/images", "/app/agent-state"]
 EXPOSE 4840
 # /healthz on the port the agent's settings give (IPXE_AGENT_PORT).
 HEALTHCHECK --interval=10s --timeout=5s CMD ["node", "dist/scripts/wait-healthy.js", "--agent", "--timeout", "3"]
-CMD ["sh", "-c", "if [ \"${IPXE_AGENT_BACKEND:-stgt}\" = stgt ]; then tgtd; fi; exec node dist/src/agent/main.js"]
+CMD ["sh", "-c", "if [ \"${IPXE_AGENT_BACKEND:-stgt}\" = stgt ]; then tgtd; fi; exec node dist/src/storage-agent/main.js"]

@@ -12,10 +12,10 @@ import { NODE_BUNDLE } from './bundle-options';
 const root = path.resolve(__dirname, '..', '..');
 const out = path.join(root, 'dist/bundle/kurrent.js');
 
-buildSync({ ...NODE_BUNDLE, entryPoints: [path.join(root, 'dist/src/server.js')], outfile: out });
+buildSync({ ...NODE_BUNDLE, entryPoints: [path.join(root, 'dist/src/control-plane/server.js')], outfile: out });
 
 // Same V8 flags as `npm run start:prod`, or V8 rejects the cache (it is then written at start).
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
 const flags = pkg.scripts['start:prod'].split(/\s+/).filter((w) => w.startsWith('--'));
-const r = spawnSync(process.execPath, [...flags, path.join(root, 'dist/src/start.js'), '--write-code-cache'], { stdio: 'inherit' });
+const r = spawnSync(process.execPath, [...flags, path.join(root, 'dist/src/control-plane/start.js'), '--write-code-cache'], { stdio: 'inherit' });
 if (r.status !== 0) process.exit(r.status ?? 1);

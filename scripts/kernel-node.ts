@@ -64,7 +64,7 @@ export function buildKernelNode(kernel = '6.12'): { vmlinuz: string; initramfs: 
  * takes ~35 s, the bundle a few.
  */
 export function bundleAgent(): string {
-  const entry = path.join(root, 'dist/src/agent/main.js');
+  const entry = path.join(root, 'dist/src/storage-agent/main.js');
   const out = path.join(root, 'build/kernel-node/agent.js');
   if (!fs.existsSync(entry)) throw new Error(`kernel node: ${entry} is missing; run \`npx nest build\` first`);
   const newest = newestMtime(path.join(root, 'dist/src'));

@@ -3,10 +3,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { loadAgentConfig } from '../src/agent/agent-config';
-import { buildAgentOpenApi, createAgentApp } from '../src/agent/agent.factory';
-import { buildOpenApi, createApp } from '../src/app.factory';
-import { loadConfig } from '../src/config/app-config';
+import { loadAgentConfig } from '../src/storage-agent/agent-config';
+import { buildAgentOpenApi, createAgentApp } from '../src/storage-agent/agent.factory';
+import { buildOpenApi, createApp } from '../src/control-plane/app.factory';
+import { loadConfig } from '../src/control-plane/config/app-config';
 
 /** Deep copy with object keys sorted, so the committed spec diffs cleanly. */
 export function sortKeys(v: unknown): unknown {

@@ -8,13 +8,13 @@
  */
 import { NestFactory } from '@nestjs/core';
 import * as fs from 'node:fs';
-import { AppModule } from '../src/app.module';
-import { AuditEntry, AuditService } from '../src/audit/audit.service';
-import { ConfigError, loadConfig } from '../src/config/app-config';
-import { CredentialStore, FileShape } from '../src/credentials/credential-store';
-import { SettingsFile, SettingsService } from '../src/settings/settings.service';
-import { LedgerStore } from '../src/store/ledger.store';
-import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from '../src/store/records';
+import { AppModule } from '../src/control-plane/app.module';
+import { AuditEntry, AuditService } from '../src/control-plane/audit/audit.service';
+import { ConfigError, loadConfig } from '../src/control-plane/config/app-config';
+import { CredentialStore, FileShape } from '../src/control-plane/credentials/credential-store';
+import { SettingsFile, SettingsService } from '../src/control-plane/settings/settings.service';
+import { LedgerStore } from '../src/control-plane/repositories/ledger.store';
+import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from '../src/control-plane/repositories/records';
 
 export const BUNDLE_FORMAT = 'kurrent-store';
 

@@ -6,8 +6,8 @@
  */
 import * as http from 'node:http';
 import * as https from 'node:https';
-import { loadAgentConfig } from '../src/agent/agent-config';
-import { loadConfig } from '../src/config/app-config';
+import { loadAgentConfig } from '../src/storage-agent/agent-config';
+import { loadConfig } from '../src/control-plane/config/app-config';
 
 function probe(url: string): Promise<number> {
   return new Promise((resolve) => {

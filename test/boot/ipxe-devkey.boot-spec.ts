@@ -2,7 +2,7 @@ import { createECDH } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { parsePubkey, verifyDeviceSignature } from '../../src/common/device-key';
+import { parsePubkey, verifyDeviceSignature } from '../../src/control-plane/common/device-key';
 import { tempDir } from '../helpers/app';
 import { pinnedIpxe } from '../helpers/ipxe';
 

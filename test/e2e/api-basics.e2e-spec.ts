@@ -1,5 +1,5 @@
 import { Controller, Get, Module } from '@nestjs/common';
-import { Public } from '../../src/common/auth.guard';
+import { Public } from '../../src/shared/http/auth.guard';
 import { startApp, TestApp, typedClient } from '../helpers/app';
 
 describe('auth, errors, settings and the audit trail', () => {
@@ -101,7 +101,7 @@ describe('auth, errors, settings and the audit trail', () => {
       // Mount a failing route on a second app instance built from the same filter.
       const { Test } = await import('@nestjs/testing');
       const { FastifyAdapter } = await import('@nestjs/platform-fastify');
-      const { AllExceptionsFilter } = await import('../../src/common/exception.filter');
+      const { AllExceptionsFilter } = await import('../../src/shared/http/exception.filter');
       const mod = await Test.createTestingModule({ imports: [ExplodeModule] }).compile();
       const app = mod.createNestApplication(new FastifyAdapter(), { logger: false });
       app.useGlobalFilters(new AllExceptionsFilter());

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { BootService } from '../../src/boot/boot.service';
+import { BootService } from '../../src/control-plane/boot/boot.service';
 import { itFiles, startApp, TestApp } from '../helpers/app';
 
 const EMPTY = '#!ipxe\n# no per-worker boot vars found\n';

@@ -3,7 +3,7 @@ import * as http from 'node:http';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { TEMP_FILE } from '../../src/store/file-system';
+import { TEMP_FILE } from '../../src/shared/files/file-system';
 import { tempDir } from '../helpers/app';
 
 /**
@@ -13,7 +13,7 @@ import { tempDir } from '../helpers/app';
  * strictly increase, no temp file is left.
  */
 
-const MAIN = path.join(__dirname, '../../dist/src/main.js');
+const MAIN = path.join(__dirname, '../../dist/src/control-plane/main.js');
 const PRELOAD = path.join(__dirname, '../support/fault-preload.js');
 const KILLS = 24;
 

@@ -1,6 +1,6 @@
 import { generateKeyPairSync, KeyObject, sign } from 'node:crypto';
-import { ChallengeService } from '../../src/boot/challenge.service';
-import { Clock } from '../../src/common/clock';
+import { ChallengeService } from '../../src/control-plane/boot/challenge.service';
+import { Clock } from '../../src/control-plane/common/clock';
 import { macOf, startApp, TestApp } from '../helpers/app';
 
 /** A device as a signing-capable iPXE would be: a P-256 key, report, challenge, sign, boot-vars. */

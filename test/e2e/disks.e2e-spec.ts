@@ -2,8 +2,8 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
-import { AgentsService } from '../../src/agents/agents.service';
-import { FileSystem } from '../../src/store/file-system';
+import { StorageNodesService } from '../../src/control-plane/storage-nodes/storage-nodes.service';
+import { FileSystem } from '../../src/shared/files/file-system';
 import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
 import { itFiles, startApp, tempDir, TestApp } from '../helpers/app';
 
@@ -131,7 +131,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     await new Promise<void>((r) => other.listen(0, '127.0.0.1', () => r()));
     const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
     try {
-      const agents = t.app.get(AgentsService);
+      const agents = t.app.get(StorageNodesService);
       await t.req('GET', '/agents?live=true');
       const cachedA = agents.cachedCapabilities('a');
       expect(cachedA?.base_iqn).toBe(IQN);

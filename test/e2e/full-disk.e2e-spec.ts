@@ -4,11 +4,11 @@ import * as path from 'node:path';
 import { describeFiles, freePort, tempDir } from '../helpers/app';
 
 /**
- * Full disks under a production process (dist/src/main.js, files store): under its log file, and
+ * Full disks under a production process (dist/src/control-plane/main.js, files store): under its log file, and
  * under its state directory across a kill -9. Boots keep being answered from memory; a full disk
  * is a 507 for writes, never a dead process or a process that cannot start.
  */
-const MAIN = path.join(__dirname, '../../dist/src/main.js');
+const MAIN = path.join(__dirname, '../../dist/src/control-plane/main.js');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function fill(dir: string): string {

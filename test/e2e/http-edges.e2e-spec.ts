@@ -53,18 +53,18 @@ describe('HTTP edges over real sockets', () => {
     // A copy of dist's layout: start.js beside a server.js that is the real one, and a bundle
     // that must not run (stale: older than server.js), then none at all (emptied by nest build).
     const root = tempDir('kurrent-startprod-');
-    fs.mkdirSync(path.join(root, 'src'));
+    fs.mkdirSync(path.join(root, 'src/control-plane'), { recursive: true });
     fs.mkdirSync(path.join(root, 'bundle'));
-    fs.copyFileSync(path.join(dist, 'src/start.js'), path.join(root, 'src/start.js'));
+    fs.copyFileSync(path.join(dist, 'src/control-plane/start.js'), path.join(root, 'src/control-plane/start.js'));
     const stale = path.join(root, 'bundle/kurrent.js');
     fs.writeFileSync(stale, "process.stderr.write('STALE BUNDLE RAN\\n'); process.exit(9);\n");
     fs.utimesSync(stale, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
-    fs.writeFileSync(path.join(root, 'src/server.js'), `module.exports = require(${JSON.stringify(path.join(dist, 'src/server.js'))});\n`);
+    fs.writeFileSync(path.join(root, 'src/control-plane/server.js'), `module.exports = require(${JSON.stringify(path.join(dist, 'src/control-plane/server.js'))});\n`);
     for (const drop of [false, true]) {
       if (drop) fs.rmSync(stale);
       const dir = tempDir('kurrent-startprod-state-');
       const port = await freePort();
-      const proc = spawn(process.execPath, [path.join(root, 'src/start.js')], {
+      const proc = spawn(process.execPath, [path.join(root, 'src/control-plane/start.js')], {
         env: { PATH: process.env.PATH, IPXE_CP_PORT: String(port), IPXE_CP_HOST: '127.0.0.1', IPXE_CP_STATE_DIR: path.join(dir, 'state'), IPXE_CP_CONFIG_DIR: path.join(dir, 'config'), IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'), IPXE_CP_LOG_LEVEL: 'silent' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

@@ -55,12 +55,12 @@ describeFiles('production install: deploy/install.sh, systemd units, the install
   it('installs code, production dependencies only, units with this node, settings files and the dnsmasq snippet', () => {
     expect(install()).toMatch(/installed the control-plane in .*\/opt\/kurrent/);
     const app = path.join(stage, 'opt/kurrent');
-    for (const f of ['dist/src/start.js', 'dist/src/agent/main.js', 'dist/scripts/wait-healthy.js', 'dist/scripts/store.js', 'web/dist/index.html', 'docker/tftp/boot.ipxe.cfg', 'LICENSE', 'NOTICE', 'bin/kurrent.js']) {
+    for (const f of ['dist/src/control-plane/start.js', 'dist/src/storage-agent/main.js', 'dist/scripts/wait-healthy.js', 'dist/scripts/store.js', 'web/dist/index.html', 'docker/tftp/boot.ipxe.cfg', 'LICENSE', 'NOTICE', 'bin/kurrent.js']) {
       expect([f, fs.existsSync(path.join(app, f))]).toEqual([f, true]);
     }
     expect(fs.existsSync(path.join(app, 'node_modules/@nestjs/core/package.json'))).toBe(true);
     for (const dev of ['jest', 'typescript', '@redocly/cli', 'playwright-core']) expect([dev, fs.existsSync(path.join(app, 'node_modules', dev))]).toEqual([dev, false]);
-    expect(unit('kurrent-control-plane.service')).toContain(`ExecStart=${NODE} --max-semi-space-size=64 --single-threaded-gc /opt/kurrent/dist/src/start.js`);
+    expect(unit('kurrent-control-plane.service')).toContain(`ExecStart=${NODE} --max-semi-space-size=64 --single-threaded-gc /opt/kurrent/dist/src/control-plane/start.js`);
     expect(unit('kurrent-control-plane.service')).not.toContain('@NODE@');
     expect(fs.statSync(path.join(stage, 'etc/kurrent/control-plane.env')).mode & 0o777).toBe(0o640);
     expect(fs.readFileSync(path.join(stage, 'etc/dnsmasq.d/kurrent.conf'), 'utf8')).toContain('dhcp-hostsfile=/var/lib/kurrent/dnsmasq/dhcp-hosts.conf');

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { deriveIscsiChapSecret } from '../../src/common/nvme-keys';
+import { deriveIscsiChapSecret } from '../../src/shared/nvme-keys';
 import { makeFile, spawnAgent, SpawnedAgent } from '../helpers/agent';
 import { freePort, itFiles, Res, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 

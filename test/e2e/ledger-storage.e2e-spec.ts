@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FileSystem, TEMP_FILE } from '../../src/store/file-system';
-import { LedgerStore } from '../../src/store/ledger.store';
+import { FileSystem, TEMP_FILE } from '../../src/shared/files/file-system';
+import { LedgerStore } from '../../src/control-plane/repositories/ledger.store';
 import { describeFiles, macOf, startApp, tempDir, TestApp } from '../helpers/app';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,8 +1,8 @@
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Clock } from '../../src/common/clock';
-import { deriveCtrlKey, deriveTlsPsk, dhchapKeyBytes } from '../../src/common/nvme-keys';
+import { Clock } from '../../src/control-plane/common/clock';
+import { deriveCtrlKey, deriveTlsPsk, dhchapKeyBytes } from '../../src/shared/nvme-keys';
 import { listTree, makeFile, spawnAgent, SpawnedAgent } from '../helpers/agent';
 import { describeFiles, freePort, onPostgres, Res, startApp, tempDir, TestApp } from '../helpers/app';
 
@@ -407,7 +407,7 @@ describe('the scheduled reconciler in a control plane process (IPXE_CP_RECONCILE
     makeFile(path.join(node.disks, '_tpl_debian_12.img'), 64 << 20, [{ offset: 510, bytes: Buffer.from([0x55, 0xaa]) }]);
     await node.start();
     const port = await freePort();
-    const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/main.js')], {
+    const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/control-plane/main.js')], {
       env: {
         PATH: process.env.PATH,
         IPXE_CP_PORT: String(port),

@@ -4,20 +4,20 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from 'pg';
-import { BootService } from '../../src/boot/boot.service';
-import { Database } from '../../src/store/pg/database';
+import { BootService } from '../../src/control-plane/boot/boot.service';
+import { Database } from '../../src/control-plane/repositories/pg/database';
 import { freePort, startApp, tempDir } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
 
 /**
  * Two control planes on one real PostgreSQL (IPXE_CP_STORE=postgres), as production processes
- * (dist/src/main.js): a concurrent mixed write storm through both, one of them SIGKILLed in the
+ * (dist/src/control-plane/main.js): a concurrent mixed write storm through both, one of them SIGKILLed in the
  * middle, and then: no invariant broken in the tables, every acknowledged write present, the
  * survivor's cache equal to the tables, the audit read with since=cursor during the storm missing
  * no id, and the reconciler lease moved to the survivor.
  */
 
-const MAIN = path.join(__dirname, '../../dist/src/main.js');
+const MAIN = path.join(__dirname, '../../dist/src/control-plane/main.js');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 class Node {

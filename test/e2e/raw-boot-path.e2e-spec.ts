@@ -178,7 +178,7 @@ describe('the raw boot path and access logging', () => {
   it('a production process with IPXE_CP_ACCESS_LOG=true logs each boot request from the raw path: route, status, no query', async () => {
     const dir = tempDir('kurrent-rawlog-');
     const port = await freePort();
-    const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/main.js')], {
+    const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/control-plane/main.js')], {
       cwd: dir,
       env: { PATH: process.env.PATH!, IPXE_CP_PORT: String(port), IPXE_CP_HOST: '127.0.0.1', IPXE_CP_ACCESS_LOG: 'true', IPXE_CP_LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,8 +3,8 @@ import * as https from 'node:https';
 import * as path from 'node:path';
 import * as tls from 'node:tls';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { createApp } from '../../src/app.factory';
-import { loadConfig } from '../../src/config/app-config';
+import { createApp } from '../../src/control-plane/app.factory';
+import { loadConfig } from '../../src/control-plane/config/app-config';
 import { describePin, generate } from '../../scripts/tls-pin';
 import { tempDir } from '../helpers/app';
 

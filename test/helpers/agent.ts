@@ -2,8 +2,8 @@ import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { loadAgentConfig } from '../../src/agent/agent-config';
-import { createAgentApp } from '../../src/agent/agent.factory';
+import { loadAgentConfig } from '../../src/storage-agent/agent-config';
+import { createAgentApp } from '../../src/storage-agent/agent.factory';
 import { injector, Res, tempDir } from './app';
 
 export interface TestAgent {
@@ -88,7 +88,7 @@ export function listTree(dir: string): string[] {
 }
 
 /**
- * A storage agent as a real process (node dist/src/agent/main.js) on a loopback port. Its output
+ * A storage agent as a real process (node dist/src/storage-agent/main.js) on a loopback port. Its output
  * is kept, and a start that fails says why: exit code, the last lines the agent printed, and what
  * the last probe of /healthz got.
  */
@@ -103,7 +103,7 @@ export interface SpawnedAgent {
 export async function spawnAgent(env: Record<string, string>): Promise<SpawnedAgent> {
   const port = env.IPXE_AGENT_PORT;
   const started = Date.now();
-  const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/agent/main.js')], {
+  const proc = spawn(process.execPath, [path.join(__dirname, '../../dist/src/storage-agent/main.js')], {
     env: { ...process.env, IPXE_AGENT_HOST: '127.0.0.1', IPXE_AGENT_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -4,14 +4,14 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createApp } from '../../src/app.factory';
-import { loadConfig } from '../../src/config/app-config';
+import { createApp } from '../../src/control-plane/app.factory';
+import { loadConfig } from '../../src/control-plane/config/app-config';
 import { checkResponse } from './spec-check';
 import { createKurrentClient } from '../../src/client';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { FileSystem } from '../../src/store/file-system';
-import { readDevicesOnDisk, readWorkersOnDisk } from '../../src/store/ledger.store';
+import { FileSystem } from '../../src/shared/files/file-system';
+import { readDevicesOnDisk, readWorkersOnDisk } from '../../src/control-plane/repositories/ledger.store';
 
 export interface TestApp {
   app: NestFastifyApplication;

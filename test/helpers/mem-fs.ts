@@ -1,4 +1,4 @@
-import { FileStamp, FileSystem } from '../../src/store/file-system';
+import { FileStamp, FileSystem } from '../../src/shared/files/file-system';
 
 /** In-memory FileSystem for unit tests: the code under test never touches the disk. */
 export class MemFs extends FileSystem {

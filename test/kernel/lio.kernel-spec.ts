@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { deriveIscsiChapSecret } from '../../src/common/nvme-keys';
+import { deriveIscsiChapSecret } from '../../src/shared/nvme-keys';
 import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { BOOT_MARKER, writeBootableMaster } from '../helpers/images';
 import { KernelNode } from '../../scripts/kernel-node';

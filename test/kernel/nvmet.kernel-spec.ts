@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { deriveCtrlKey, generateDhchapKey } from '../../src/common/nvme-keys';
+import { deriveCtrlKey, generateDhchapKey } from '../../src/shared/nvme-keys';
 import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { KernelNode } from '../../scripts/kernel-node';
 

@@ -3,7 +3,7 @@
 // `point` (FileSystem's fault-injection seam), so kills land between the files of one commit.
 // Nothing of this is in the production modules.
 const path = require('node:path');
-const { FileSystem } = require(path.join(__dirname, '../../dist/src/store/file-system'));
+const { FileSystem } = require(path.join(__dirname, '../../dist/src/shared/files/file-system'));
 
 const spec = (process.env.KURRENT_TEST_FAULT || '').trim();
 if (spec) {

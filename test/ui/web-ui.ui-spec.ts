@@ -4,8 +4,8 @@ import type { Browser, Page } from 'playwright-core';
 import { makeFile, spawnAgent, SpawnedAgent, Tgtd } from '../helpers/agent';
 import { launchChromium, SCREENSHOT_DIR } from '../helpers/browser';
 import { freePort, macOf, startApp, TestApp, tempDir } from '../helpers/app';
-import { createApp } from '../../src/app.factory';
-import { loadConfig } from '../../src/config/app-config';
+import { createApp } from '../../src/control-plane/app.factory';
+import { loadConfig } from '../../src/control-plane/config/app-config';
 
 /**
  * The web UI in headless Chromium against a real control plane (HTTP on loopback) and a real

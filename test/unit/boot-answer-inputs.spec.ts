@@ -1,8 +1,8 @@
 import fc from 'fast-check';
-import type { AgentGateway } from '../../src/agents/agent-gateway';
-import { AgentsService } from '../../src/agents/agents.service';
-import { cleanReportString, REPORT_FIELD_MAX } from '../../src/common/grammars';
-import { CredentialStore } from '../../src/credentials/credential-store';
+import type { AgentGateway } from '../../src/control-plane/storage-nodes/agent-gateway';
+import { StorageNodesService } from '../../src/control-plane/storage-nodes/storage-nodes.service';
+import { cleanReportString, REPORT_FIELD_MAX } from '../../src/shared/grammars';
+import { CredentialStore } from '../../src/control-plane/credentials/credential-store';
 import { MemFs } from '../helpers/mem-fs';
 
 /**
@@ -13,7 +13,7 @@ describe('revisions of the boot answer inputs', () => {
   it('a capability probe bumps the revision only when the capabilities differ', async () => {
     let caps: Record<string, unknown> = { backend: 'stgt', nvme_port: null };
     const gateway = { call: async (_a: unknown, _m: string, p: string) => (p === '/capabilities' ? { ...caps } : { status: 'ok' }) } as unknown as AgentGateway;
-    const agents = new AgentsService({} as never, gateway, { agentProbeTimeoutMs: 100 } as never, {} as never, {} as never);
+    const agents = new StorageNodesService({} as never, gateway, { agentProbeTimeoutMs: 100 } as never, {} as never, {} as never);
     const a = { id: 'a1', base_url: 'http://127.0.0.1:9', token: '' };
     await agents.capabilities(a);
     const r1 = agents.capsRevision;

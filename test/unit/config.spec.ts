@@ -1,5 +1,5 @@
-import { loadAgentConfig } from '../../src/agent/agent-config';
-import { ConfigError, loadConfig } from '../../src/config/app-config';
+import { loadAgentConfig } from '../../src/storage-agent/agent-config';
+import { ConfigError, loadConfig } from '../../src/control-plane/config/app-config';
 
 describe('loadConfig', () => {
   it('has the documented defaults', () => {

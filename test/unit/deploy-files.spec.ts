@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import Ajv from 'ajv';
 import { spawnSync } from 'node:child_process';
 import { parse } from 'yaml';
-import { loadConfig } from '../../src/config/app-config';
+import { loadConfig } from '../../src/control-plane/config/app-config';
 
 const root = path.join(__dirname, '../..');
 const read = (f: string) => fs.readFileSync(path.join(root, f), 'utf8');
@@ -127,7 +127,7 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
   });
 
   it('menu.ipxe offers exactly the fixed items boot.menu_default accepts, plus one item per /boot-menu disk', async () => {
-    const { MENU_ITEMS } = await import('../../src/workers/menu');
+    const { MENU_ITEMS } = await import('../../src/control-plane/workers/menu');
     const menu = read('docker/tftp/menu.ipxe');
     const items = [...menu.matchAll(/^item (?!--)(\S+)/gm)].map((m) => m[1]);
     expect(items.filter((i) => !i.startsWith('$')).sort()).toEqual([...MENU_ITEMS].sort());
@@ -156,7 +156,7 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
 
 describe('agent deployment files', () => {
   it('agent.env.example is a valid agent configuration', async () => {
-    const { loadAgentConfig } = await import('../../src/agent/agent-config');
+    const { loadAgentConfig } = await import('../../src/storage-agent/agent-config');
     const env = Object.fromEntries(
       read('config/agent.env.example')
         .split('\n')
@@ -175,7 +175,7 @@ describe('agent deployment files', () => {
     ['IPXE_AGENT_PORTAL_ADDR', 'localhost'],
     ['IPXE_AGENT_NVME_TLS', 'maybe'],
   ])('agent config rejects %s=%s naming it', async (name, value) => {
-    const { loadAgentConfig } = await import('../../src/agent/agent-config');
+    const { loadAgentConfig } = await import('../../src/storage-agent/agent-config');
     expect(() => loadAgentConfig({ [name]: value })).toThrow(name);
   });
 });

@@ -1,11 +1,11 @@
 import { Logger } from '@nestjs/common';
 import fc from 'fast-check';
-import { AppConfig, loadConfig } from '../../src/config/app-config';
-import { DnsmasqService } from '../../src/dnsmasq/dnsmasq.service';
-import { ProcessRunner } from '../../src/common/process-runner';
+import { AppConfig, loadConfig } from '../../src/control-plane/config/app-config';
+import { DnsmasqService } from '../../src/control-plane/dnsmasq/dnsmasq.service';
+import { ProcessRunner } from '../../src/shared/process-runner';
 import { MemFs } from '../helpers/mem-fs';
-import { LedgerStore } from '../../src/store/ledger.store';
-import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/store/records';
+import { LedgerStore } from '../../src/control-plane/repositories/ledger.store';
+import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/control-plane/repositories/records';
 
 class FakeRunner extends ProcessRunner {
   calls: string[][] = [];

@@ -1,9 +1,9 @@
 import 'reflect-metadata';
 import { Controller, Get } from '@nestjs/common';
-import { Public } from '../../src/common/auth.guard';
-import { assertPublic, route } from '../../src/boot/fast-routes';
-import { BootController } from '../../src/boot/boot.controller';
-import { DevicesController } from '../../src/devices/devices.controller';
+import { Public } from '../../src/shared/http/auth.guard';
+import { assertPublic, route } from '../../src/control-plane/boot/fast-routes';
+import { BootController } from '../../src/control-plane/boot/boot.controller';
+import { DevicesController } from '../../src/control-plane/devices/devices.controller';
 
 @Controller()
 class Probe {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { isIPv4 } from 'node:net';
-import { REFUSED_SCRIPT, renderIpxe, ScriptRefused } from '../../src/boot/ipxe-script';
-import { cleanReportString, GRAMMARS, GrammarName, isDeviceMac, normalizeAddress, REPORT_FIELD_MAX } from '../../src/common/grammars';
+import { REFUSED_SCRIPT, renderIpxe, ScriptRefused } from '../../src/control-plane/boot/ipxe-script';
+import { cleanReportString, GRAMMARS, GrammarName, isDeviceMac, normalizeAddress, REPORT_FIELD_MAX } from '../../src/shared/grammars';
 
 const VARS: [string, GrammarName][] = [
   ['base-iqn', 'target-base'],

@@ -1,10 +1,10 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { normalizeId, normalizeMac } from '../../src/common/mac';
-import { FileSystem } from '../../src/store/file-system';
-import { LedgerMap } from '../../src/store/ledger-map';
-import { newWorker, validateWorker, WorkerRecord } from '../../src/store/records';
+import { normalizeId, normalizeMac } from '../../src/shared/mac';
+import { FileSystem } from '../../src/shared/files/file-system';
+import { LedgerMap } from '../../src/shared/files/ledger-map';
+import { newWorker, validateWorker, WorkerRecord } from '../../src/control-plane/repositories/records';
 
 describe('MAC and id normalisation', () => {
   it.each([

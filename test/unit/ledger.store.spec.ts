@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
-import { ApiError } from '../../src/common/api-error';
-import { loadConfig } from '../../src/config/app-config';
-import { LedgerStore } from '../../src/store/ledger.store';
-import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/store/records';
+import { ApiError } from '../../src/shared/http/api-error';
+import { loadConfig } from '../../src/control-plane/config/app-config';
+import { LedgerStore } from '../../src/control-plane/repositories/ledger.store';
+import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/control-plane/repositories/records';
 import { MemFs } from '../helpers/mem-fs';
 
 const device = (mac: string, worker: string | null, last_seen: string | null = null): DeviceRecord =>

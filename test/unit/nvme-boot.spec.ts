@@ -1,10 +1,10 @@
-import { DiskVarsResolver } from '../../src/boot/disk-vars';
-import { deriveCtrlKey, deriveTlsPsk, generateDhchapKey, secretSha12 } from '../../src/common/nvme-keys';
-import type { AgentRecord, AgentRegistry } from '../../src/agents/agent-registry';
-import type { AgentsService, Capabilities } from '../../src/agents/agents.service';
-import { CredentialsService } from '../../src/credentials/credentials.service';
-import type { CredentialRecord, CredentialStore, PushRecord } from '../../src/credentials/credential-store';
-import { DiskRecord, newWorker } from '../../src/store/records';
+import { DiskVarsResolver } from '../../src/control-plane/boot/disk-vars';
+import { deriveCtrlKey, deriveTlsPsk, generateDhchapKey, secretSha12 } from '../../src/shared/nvme-keys';
+import type { AgentRecord, StorageNodeRegistry } from '../../src/control-plane/storage-nodes/storage-node-registry';
+import type { StorageNodesService, Capabilities } from '../../src/control-plane/storage-nodes/storage-nodes.service';
+import { CredentialsService } from '../../src/control-plane/credentials/credentials.service';
+import type { CredentialRecord, CredentialStore, PushRecord } from '../../src/control-plane/credentials/credential-store';
+import { DiskRecord, newWorker } from '../../src/control-plane/repositories/records';
 
 /**
  * When an NVMe/TCP disk may boot: DiskVarsResolver and CredentialsService with their I/O
@@ -25,8 +25,8 @@ describe('NVMe boot variables: the empty answer unless everything is in place', 
     const push: PushRecord = { state: 'pushed', attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null, key_sha256: secretSha12(key), subsystems: [NQN] };
     cred = { worker_id: 'w1', hostnqn: HOST, dhchap_key: key, issued_at: 'x', revoked: false, revoked_at: null, agents: { n1: push } };
     caps = { backend: 'nvmet', nvme_port: 4421, nvme_tls: true };
-    const registry = { get: (id: string) => (id === 'n1' ? agent : undefined) } as unknown as AgentRegistry;
-    const agents = { cachedCapabilities: () => caps, dataAddress: (a: AgentRecord) => a.iscsi_server } as unknown as AgentsService;
+    const registry = { get: (id: string) => (id === 'n1' ? agent : undefined) } as unknown as StorageNodeRegistry;
+    const agents = { cachedCapabilities: () => caps, dataAddress: (a: AgentRecord) => a.iscsi_server } as unknown as StorageNodesService;
     const store = { get: () => cred } as unknown as CredentialStore;
     const config = { hostNqnBase: 'nqn.2026-07.com.controller', reconcileSeconds: 30 };
     const ledger = { read: () => ({ workers: new Map([['w1', worker]]) }) };

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { deriveCtrlKey, dhchapKeyBytes, dhchapKeyError, generateDhchapKey, interchange, isTlsPskIdentityOf, tlsPskEntries, tlsPskError } from '../../src/common/nvme-keys';
+import { deriveCtrlKey, dhchapKeyBytes, dhchapKeyError, generateDhchapKey, interchange, isTlsPskIdentityOf, tlsPskEntries, tlsPskError } from '../../src/shared/nvme-keys';
 
 /** HKDF-Expand-Label as OpenSSL computes it: an implementation independent of ours. */
 function opensslHkdf(digest: 'SHA256' | 'SHA384', key: Buffer, label: string, context: string, len: number): string {

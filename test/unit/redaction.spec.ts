@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { Writable } from 'node:stream';
-import { REDACT_PATHS } from '../../src/common/redaction';
+import { REDACT_PATHS } from '../../src/shared/http/redaction';
 
 describe('log redaction', () => {
   it('never writes the Authorization header, tokens or NVMe keys', () => {

@@ -3,8 +3,8 @@ import { getMetadataStorage } from 'class-validator';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 // Loading both module graphs registers every DTO class's validation metadata.
-import '../../src/app.module';
-import '../../src/agent/agent.module';
+import '../../src/control-plane/app.module';
+import '../../src/storage-agent/agent.module';
 
 /**
  * The spec says everything the server enforces (issue 28: an outside fuzzer's "rejected valid
@@ -58,7 +58,7 @@ function demand(r: Rule): { key: string; where: 'self' | 'items' } | null {
       return { key: 'minItems', where: 'self' };
     case 'isIn':
       return { key: 'enum', where };
-    // Our own combined validators (src/common/validators.ts): each has a grammar a pattern states.
+    // Our own combined validators (src/shared/validators.ts): each has a grammar a pattern states.
     case 'isMac':
     case 'isAgentName':
     case 'isAddress':

@@ -1,0 +1,17 @@
+import { Module } from '@nestjs/common';
+import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
+import { CredentialsModule } from '../credentials/credentials.module';
+import { SettingsModule } from '../settings/settings.module';
+import { BootController } from './boot.controller';
+import { BootService } from './boot.service';
+import { ChallengeService } from './challenge.service';
+import { DiskVarsResolver } from './disk-vars';
+import { IpxeScriptsService } from './ipxe-scripts.service';
+
+@Module({
+  imports: [SettingsModule, StorageNodesModule, CredentialsModule],
+  controllers: [BootController],
+  providers: [BootService, DiskVarsResolver, ChallengeService, IpxeScriptsService],
+  exports: [BootService],
+})
+export class BootModule {}

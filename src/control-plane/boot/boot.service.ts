@@ -1,0 +1,406 @@
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { badRequest } from '../../shared/http/api-error';
+import { Clock } from '../common/clock';
+import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
+import { normalizeId, normalizeMac } from '../../shared/mac';
+import { AppConfig } from '../config/app-config';
+import { SettingsService } from '../settings/settings.service';
+import { LedgerStore } from '../repositories/ledger.store';
+import { WorkerRecord } from '../repositories/records';
+import { KeyObject } from 'node:crypto';
+import { AuditService } from '../audit/audit.service';
+import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
+import { ChallengeService, ChallengeUse } from './challenge.service';
+import { DiskVarsResolver } from './disk-vars';
+import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
+import { checkVars, IpxeVar, REFUSED_SCRIPT, renderIpxe, ScriptRefused } from './ipxe-script';
+
+function checkFormat(format: unknown): void {
+  if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
+}
+
+type Resolved = { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' };
+type Who = { r: Resolved; mac: string | null };
+/** A value, or its promise where a step had to wait (spending a nonce on PostgreSQL). */
+type Answer<T> = T | Promise<T>;
+const then = <T, U>(v: Answer<T>, fn: (v: T) => U): Answer<U> => (v instanceof Promise ? v.then(fn) : fn(v));
+
+const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
+/** The JSON answer of a refused script: its identity tells render() callers not to cache it. */
+const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, never>;
+
+/** Cached answers kept at most (a flood of unknown MACs must not grow memory without bound). */
+const ANSWER_CACHE_MAX = 50_000;
+type AnswerMap = Map<string | undefined, Map<string | undefined, string | object>>;
+/**
+ * Raw query values that may key a cached answer: absent, or a string no longer than any valid
+ * MAC or hostname spelling, so unauthenticated requests with huge values cannot fill memory.
+ */
+const cacheableRaw = (v: unknown): v is string | undefined => v === undefined || (typeof v === 'string' && v.length <= 255);
+
+/**
+ * GET /boot-vars: a read-only projection of the ledger (no writes, no I/O beyond the cached
+ * ledger), answered on the hot path of every boot.
+ */
+@Injectable()
+export class BootService implements OnModuleInit {
+  constructor(
+    private readonly store: LedgerStore,
+    private readonly settings: SettingsService,
+    private readonly disks: DiskVarsResolver,
+    private readonly config: AppConfig,
+    private readonly audit: AuditService,
+    private readonly challenges: ChallengeService,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Parsed public keys per MAC (the KeyObject is what makes a verification cheap). */
+  private readonly keys = new Map<string, { hex: string; key: KeyObject }>();
+  /** One audit record of a denial per (mac, reason) per 10 s, not one per request. */
+  private readonly denied = new OncePer(10_000);
+  private readonly deniedBudget = new EventBudget(UNAUTHENTICATED_AUDITS_PER_MINUTE);
+
+  /** Refusals already audited (worker, variable, value): one audit record per bad value, not per boot. */
+  private readonly refused = new OncePer(Infinity);
+
+  /**
+   * Rendered answers by (route, format, raw mac, raw hostname). Ledger changes drop exactly the
+   * answers that depend on what changed (LedgerStore.onBootChange: a device's state or binding, a
+   * worker, the names workers answer to), so report telemetry, or a registration elsewhere in the
+   * fleet, or another control plane's commits, leave the rest of the cache alone; any change of
+   * the settings, the agent registry, the cached capabilities or the credentials (rare, and wide)
+   * empties it, as does a load, replay or hand edit of the ledger. An answer is never older than
+   * the state it was rendered from (bench:boot: rendering was most of the request's own cost).
+   * Not used while signature enforcement is on (each answer then depends on a one-time nonce);
+   * refusals and errors are never cached.
+   * Layout: answers[route][format] -> raw mac -> raw hostname -> answer; deps: `d:<mac>`,
+   * `w:<worker id>`, `h:<name>` -> the slots whose answer read it.
+   */
+  private readonly answers: Record<ChallengeUse, Record<'ipxe' | 'json', AnswerMap>> = { vars: { ipxe: new Map(), json: new Map() }, menu: { ipxe: new Map(), json: new Map() } };
+  private answersRevision = -1;
+  private answersSize = 0;
+  private readonly deps = new Map<string, [Map<string | undefined, string | object>, string | undefined][]>();
+  private depRefs = 0;
+  /** Bumped by a full ledger change (load, replay, hand edit). */
+  private ledgerEpoch = 0;
+  /** Answers served from the cache and rendered (GET /metrics). */
+  readonly cacheStats = { hits: 0, misses: 0 };
+
+  onModuleInit(): void {
+    this.store.onBootChange((c) => {
+      if (c.full) {
+        this.ledgerEpoch++;
+        return;
+      }
+      for (const m of c.macs) this.drop(`d:${m}`);
+      for (const w of c.workers) this.drop(`w:${w}`);
+      for (const h of c.hostnames) this.drop(`h:${h}`);
+    });
+  }
+
+  private drop(key: string): void {
+    const refs = this.deps.get(key);
+    if (!refs) return;
+    this.deps.delete(key);
+    this.depRefs -= refs.length;
+    for (const [slot, host] of refs) if (slot.delete(host)) this.answersSize--;
+  }
+
+  private revision(): number {
+    this.store.refreshForBoot(); // a hand edit is a full change: it bumps ledgerEpoch
+    return this.ledgerEpoch + this.settings.revision + this.disks.revision();
+  }
+
+  /**
+   * The cache slot of (route, format, mac) — keyed by the raw query values themselves (nested maps,
+   * no key string is built, so no crafted value can make two requests share a slot) — or null
+   * when this request must not use the cache.
+   */
+  private answerSlot(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown): Map<string | undefined, string | object> | null {
+    if ((format !== 'ipxe' && format !== 'json') || !cacheableRaw(rawMac) || !cacheableRaw(rawHostname)) return null;
+    if (this.settings.signatureEnforcement) return null;
+    const rev = this.revision();
+    if (rev !== this.answersRevision || this.answersSize >= ANSWER_CACHE_MAX || this.depRefs >= 4 * ANSWER_CACHE_MAX) {
+      for (const byFormat of Object.values(this.answers)) for (const m of Object.values(byFormat)) m.clear();
+      this.deps.clear();
+      this.depRefs = 0;
+      this.answersRevision = rev;
+      this.answersSize = 0;
+    }
+    const byMac = this.answers[use][format];
+    let slot = byMac.get(rawMac);
+    if (!slot) {
+      byMac.set(rawMac, (slot = new Map()));
+      this.answersSize++; // counted too: a flood of bad MACs must not grow memory either
+    }
+    return slot;
+  }
+
+  private remember<T extends string | object>(slot: Map<string | undefined, string | object> | null, rawMac: unknown, rawHostname: unknown, answer: T): T {
+    this.cacheStats.misses++;
+    // A promise only comes from signature enforcement, whose answers are never cached.
+    if (slot !== null && answer !== REFUSED_SCRIPT && answer !== REFUSED_JSON && !(answer instanceof Promise)) {
+      const host = rawHostname as string | undefined;
+      slot.set(host, typeof answer === 'object' ? Object.freeze(answer) : answer);
+      this.answersSize++;
+      for (const key of this.dependencies(rawMac, rawHostname)) {
+        let refs = this.deps.get(key);
+        if (!refs) this.deps.set(key, (refs = []));
+        refs.push([slot, host]);
+        this.depRefs++;
+      }
+    }
+    return answer;
+  }
+
+  /** What an answer for these raw values read from the ledger: see resolve. */
+  private dependencies(rawMac: unknown, rawHostname: unknown): string[] {
+    const out: string[] = [];
+    const store = this.store.read();
+    const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    if (mac) {
+      out.push(`d:${mac}`);
+      const bound = store.devices.get(mac)?.bound_worker_id;
+      if (bound) out.push(`w:${bound}`);
+    }
+    const host = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
+    if (host) {
+      out.push(`h:${host}`);
+      const id = store.workers.has(host) ? host : store.workerIdByHostname().get(host);
+      if (id) out.push(`w:${id}`);
+    }
+    return out;
+  }
+
+  /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
+  challenge(rawMac: unknown, format: unknown = 'ipxe'): string | { nonce: string; expires_at: string } {
+    checkFormat(format);
+    const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(rawMac ?? null)})`);
+    const c = this.challenges.issue(mac);
+    if (format === 'json') return c;
+    return renderIpxe('challenge: sign nonce || mac with the device key', [{ name: 'nonce', grammar: 'hex64', value: c.nonce }]);
+  }
+
+  /** The iPXE script (a string) or, with format=json, the variables (an object). */
+  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootVarsDto> {
+    return this.answer('vars', rawMac, rawHostname, format, nonce, sig, (who) => this.varsFor(who, format));
+  }
+
+  /** The cached answer of (route, format, mac, hostname), or the one rendered now (and cached when it may be). */
+  private answer<T extends string | object>(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown, render: (who: Who | null) => T): Answer<T> {
+    const slot = this.answerSlot(use, rawMac, rawHostname, format);
+    const hit = slot?.get(rawHostname as string | undefined);
+    if (hit !== undefined) {
+      this.cacheStats.hits++;
+      return hit as T;
+    }
+    return this.remember(slot, rawMac, rawHostname, then(this.identify(use, rawMac, rawHostname, format, nonce, sig), render));
+  }
+
+  private varsFor(who: Who | null, format: unknown): string | BootVarsDto {
+    if (!who) return format === 'json' ? {} : EMPTY_SCRIPT;
+    const { r, mac } = who;
+    const vars = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
+    // An NVMe default disk that cannot be connected now: the empty script, never another transport.
+    if (!vars) return format === 'json' ? {} : EMPTY_SCRIPT;
+    // The TLS PSK and DH-HMAC-CHAP secrets go only to the MAC bound to the worker (checked by resolve), never to a
+    // hostname alone: hostnames are guessable. Refused like a disk that cannot be connected.
+    if ((vars.tls_psk || vars.iscsi_password) && !mac) {
+      this.auditDenial(null, r.kind === 'worker' ? r.worker.worker_id : null, 'secret-bearing boot vars need the bound mac');
+      return format === 'json' ? {} : EMPTY_SCRIPT;
+    }
+    const list: IpxeVar[] = [];
+    if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
+    if (vars.iscsi_server) list.push({ name: 'iscsi-server', grammar: 'address', value: vars.iscsi_server });
+    if (vars.iscsi_sep) list.push({ name: 'iscsi-sep', grammar: 'iscsi-sep', value: vars.iscsi_sep });
+    // iPXE's own setting names: its iSCSI initiator answers the target's CHAP challenge with them.
+    if (vars.iscsi_username) list.push({ name: 'username', grammar: 'chap-userid', value: vars.iscsi_username });
+    if (vars.iscsi_password) list.push({ name: 'password', grammar: 'chap-secret', value: vars.iscsi_password });
+    if (vars.disk_nqn) {
+      list.push({ name: 'disk-nqn', grammar: 'nqn', value: vars.disk_nqn });
+      list.push({ name: 'storager-ip', grammar: 'address', value: vars.storager_ip! });
+      list.push({ name: 'nvme-port', grammar: 'number', value: vars.nvme_port! });
+      list.push({ name: 'hostnqn', grammar: 'nqn', value: vars.hostnqn! });
+      list.push({ name: 'tls-psk', grammar: 'tls-psk', value: vars.tls_psk! });
+      list.push({ name: 'dhchap-secret', grammar: 'dhchap-secret', value: vars.dhchap_secret! });
+      list.push({ name: 'dhchap-ctrl-secret', grammar: 'dhchap-secret', value: vars.dhchap_ctrl_secret! });
+    }
+    list.push({ name: 'menu-default', grammar: 'menu-name', value: vars.menu_default ?? '' });
+    list.push({ name: 'menu-timeout', grammar: 'number', value: vars.menu_timeout ?? '' });
+    const label = r.kind === 'worker' ? r.worker.hostname : `${mac} (pooled, waiting to be bound to a worker)`;
+    return this.render(format, `boot vars for ${label}`, list, vars, mac, r);
+  }
+
+  /**
+   * GET /boot-menu: the items of the worker's boot menu (one per disk it can boot now, named from
+   * the disk records) as `set menu-<i>-id|label|root` lines plus `menu-count`, and the install
+   * CD's root path. Same identification and enforcement as /boot-vars (a signed nonce may be used
+   * once here and once there).
+   */
+  bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootMenuDto> {
+    return this.answer('menu', rawMac, rawHostname, format, nonce, sig, (who) => this.menuFor(who, format));
+  }
+
+  private menuFor(who: Who | null, format: unknown): string | BootMenuDto {
+    if (!who || who.r.kind !== 'worker') return format === 'json' ? {} : EMPTY_SCRIPT;
+    const w = who.r.worker;
+    const menu = this.disks.menu(w);
+    const list: IpxeVar[] = [{ name: 'menu-count', grammar: 'number', value: menu.items.length }];
+    menu.items.forEach((it, i) => {
+      list.push({ name: `menu-${i}-id`, grammar: 'menu-name', value: it.id });
+      list.push({ name: `menu-${i}-label`, grammar: 'menu-label', value: it.label });
+      list.push({ name: `menu-${i}-root`, grammar: 'root-path', value: it.root });
+    });
+    if (menu.install_root) list.push({ name: 'install-root', grammar: 'root-path', value: menu.install_root });
+    const dto: BootMenuDto = { items: menu.items, ...(menu.install_root ? { install_root: menu.install_root } : {}) };
+    return this.render(format, `boot menu for ${w.hostname}`, list, dto, who.mac, who.r);
+  }
+
+  /** Format check, MAC and hostname parsing, lookup and (when on) signature enforcement. */
+  private identify(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<Who | null> {
+    checkFormat(format);
+    let mac: string | null = null;
+    if (typeof rawMac === 'string' && rawMac.trim() !== '') {
+      mac = normalizeMac(rawMac);
+      if (!mac) throw badRequest(`mac: invalid MAC address ${JSON.stringify(rawMac)}`);
+    } else if (rawMac !== undefined && typeof rawMac !== 'string') {
+      throw badRequest('mac: must be given once');
+    }
+    const hostname = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
+    const r = this.resolve(mac, hostname);
+    if (r.kind === 'none') return null;
+    if (!this.settings.signatureEnforcement) return { r, mac };
+    const denied = (reason: string | null): Who | null => {
+      if (!reason) return { r, mac };
+      this.auditDenial(mac, r.kind === 'worker' ? r.worker.worker_id : null, reason);
+      return null;
+    };
+    return then(this.verify(use, r, mac, nonce, sig), denied);
+  }
+
+  /** The one place a boot answer is produced: every value under its grammar, or the refused script. */
+  private render<T extends object>(format: unknown, comment: string, list: IpxeVar[], json: T, mac: string | null, r: Resolved): string | T | Record<string, never> {
+    try {
+      if (format === 'json') {
+        checkVars(list);
+        return json;
+      }
+      return renderIpxe(comment, list);
+    } catch (e) {
+      if (!(e instanceof ScriptRefused)) throw e;
+      this.auditRefusal(e, mac, r.kind === 'worker' ? r.worker.worker_id : null);
+      return format === 'json' ? REFUSED_JSON : REFUSED_SCRIPT;
+    }
+  }
+
+  /**
+   * Enforcement: per-worker variables only for a bound device whose signature over an unexpired
+   * nonce sealed for its MAC verifies against its stored key, the nonce then spent for this use
+   * (once, on any control plane). Spent only after the signature verified, so a forged request
+   * cannot use up a device's nonce. Returns the reason for a denial.
+   */
+  private verify(use: ChallengeUse, r: Resolved, mac: string | null, nonce: unknown, sig: unknown): Answer<string | null> {
+    if (r.kind !== 'worker' || !mac) return 'not a bound device';
+    const d = this.store.read().devices.get(mac);
+    if (!d || d.state !== 'bound' || d.bound_worker_id !== r.worker.worker_id) return 'not a bound device';
+    if (!d.pubkey) return 'no key';
+    if (typeof nonce !== 'string' || !nonce) return 'no nonce';
+    const c = this.challenges.check(mac, nonce.toLowerCase());
+    if (!c.ok) return c.reason;
+    let k = this.keys.get(mac);
+    if (!k || k.hex !== d.pubkey) {
+      const p = parsePubkey(d.pubkey);
+      if (!p.ok) return 'no key';
+      k = { hex: p.hex, key: p.key };
+      if (this.keys.size >= 100_000) this.keys.clear();
+      this.keys.set(mac, k);
+    }
+    if (typeof sig !== 'string' || !verifyDeviceSignature(k.key, c.nonce, mac, sig.toLowerCase())) return 'bad signature';
+    return then(this.challenges.spend(c, use), (claim) => (claim === 'claimed' ? null : 'replayed'));
+  }
+
+  private auditDenial(mac: string | null, workerId: string | null, reason: string): void {
+    const now = this.clock.now().getTime();
+    if (!this.denied.allow(`${mac}\0${reason}`, now)) return;
+    const pass = this.deniedBudget.take(now);
+    if (!pass) return;
+    this.audit.record('boot.denied', { status: 'failed', mac, worker_id: workerId, reason, ...(pass.dropped ? { dropped: pass.dropped } : {}), client: 'boot-vars' }).catch(() => undefined);
+  }
+
+  private auditRefusal(e: ScriptRefused, mac: string | null, workerId: string | null): void {
+    if (!this.refused.allow(`${workerId}\0${e.variable}\0${e.value}`, 0)) return;
+    // The value itself is hostile by definition: only its JSON-escaped form is recorded.
+    this.audit
+      .record('boot.refused', { status: 'failed', mac, worker_id: workerId, variable: e.variable, value: JSON.stringify(e.value).slice(0, 300), client: 'boot-vars' })
+      .catch(() => undefined);
+  }
+
+  /**
+   * hostname -> worker (hostname or worker_id); else mac -> device -> bound worker. With a mac,
+   * the device must be bound to the worker the hostname names (anti-spoofing).
+   */
+  private resolve(mac: string | null, hostname: string | null): Resolved | { kind: 'none' } {
+    const store = this.store.read();
+    const device = mac ? store.devices.get(mac) : undefined;
+    if (hostname) {
+      const id = store.workers.has(hostname) ? hostname : store.workerIdByHostname().get(hostname);
+      const worker = id ? store.workers.get(id) : undefined;
+      if (worker) {
+        if (!mac) return { kind: 'worker', worker };
+        if (device?.state === 'bound' && device.bound_worker_id === worker.worker_id) return { kind: 'worker', worker };
+        return { kind: 'none' };
+      }
+    }
+    if (!mac) return { kind: 'none' };
+    if (device?.state === 'bound' && device.bound_worker_id) {
+      const worker = store.workers.get(device.bound_worker_id);
+      return worker ? { kind: 'worker', worker } : { kind: 'none' };
+    }
+    if (device?.state === 'pooled') return { kind: 'pooled' };
+    // Unknown MAC: /boot-vars never writes; with auto-register on, the reboot loop sends the
+    // device back through /devices/report, which pools it.
+    if (!device && this.settings.autoRegister) return { kind: 'pooled' };
+    return { kind: 'none' };
+  }
+
+  /**
+   * Seed 000 for iSCSI (base_iqn, iscsi_server, iscsi_sep of the default disk, else of the first
+   * one; with disks on LIO the worker's CHAP user name and secret), seed 004 for an NVMe/TCP default disk (disk_nqn, storager_ip, nvme_port, hostnqn,
+   * tls_psk, and the DH-HMAC-CHAP secrets both directions need; no iSCSI variable). null: the NVMe default disk cannot be connected now.
+   */
+  private workerVars(w: WorkerRecord): BootVarsDto | null {
+    const d = this.disks.defaultDisk(w);
+    const out: BootVarsDto = {} as BootVarsDto;
+    if (d?.disk.transport === 'nvme-tcp') {
+      const nv = this.disks.nvme(w, d.disk);
+      if (!nv) return null;
+      Object.assign(out, nv);
+    } else if (d) {
+      Object.assign(out, this.disks.iscsi(d.disk));
+      const chap = this.disks.iscsiChap(w);
+      // A revoked credential locks the worker's LIO targets: no script that would try them.
+      if (chap === null && this.disks.isLio(d.disk)) return null;
+      if (chap) Object.assign(out, { iscsi_username: chap.userid, iscsi_password: chap.secret });
+    }
+    const menuDefault = d?.explicit ? this.disks.itemId(d.disk) : w.boot.menu_default ? this.menuIdFor(w, w.boot.menu_default) : null;
+    if (!menuDefault) {
+      // The reboot loop boots nothing: no secret goes with it.
+      const { iscsi_username: _u, iscsi_password: _p, ...rest } = out;
+      return { ...rest, ...this.rebootLoop() };
+    }
+    out.menu_default = menuDefault;
+    out.menu_timeout = w.boot.menu_timeout ?? this.config.bootMenuTimeoutMs;
+    return out;
+  }
+
+  /** boot.menu_default may name an os: the item of that os's disk (which has its own id with an os_version). */
+  private menuIdFor(w: WorkerRecord, name: string): string {
+    const d = w.disks.find((x) => x.os === name);
+    return d ? this.disks.itemId(d) : name;
+  }
+
+  private rebootLoop(): BootVarsDto {
+    return { menu_default: 'reboot', menu_timeout: this.config.autoBootTimeoutMs };
+  }
+}

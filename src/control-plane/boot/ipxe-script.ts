@@ -1,0 +1,48 @@
+import { GRAMMARS, GrammarName } from '../../shared/grammars';
+
+/** One `set <name> <value>` line; the name is fixed in code, the value must match its grammar. */
+export interface IpxeVar {
+  name: string;
+  grammar: GrammarName;
+  value: string | number;
+}
+
+/** A value that failed its grammar: nothing of the script is emitted. */
+export class ScriptRefused extends Error {
+  constructor(
+    readonly variable: string,
+    readonly value: string,
+  ) {
+    super(`boot script refused: ${variable} does not match its grammar`);
+  }
+}
+
+const VAR_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+
+/** The script sent instead of a refused one: a valid, inert iPXE script. */
+export const REFUSED_SCRIPT = '#!ipxe\n# boot vars refused: a stored value failed its grammar (see GET /operations)\n';
+
+/**
+ * The one renderer of every iPXE script the control plane emits. Each value is checked against
+ * the grammar of its variable before anything is produced; any failure refuses the whole script
+ * (ScriptRefused), so a stored value can never add a line or a command. The comment is checked
+ * too (one line of printable ASCII).
+ */
+export function renderIpxe(comment: string, vars: IpxeVar[]): string {
+  if (!GRAMMARS.comment(comment)) throw new ScriptRefused('comment', comment);
+  let text = `#!ipxe\n# ${comment}\n`;
+  for (const v of vars) {
+    const value = String(v.value);
+    if (!VAR_NAME.test(v.name)) throw new ScriptRefused(v.name, value);
+    if (!GRAMMARS[v.grammar](value)) throw new ScriptRefused(v.name, value);
+    text += `set ${v.name} ${value}\n`;
+  }
+  return text;
+}
+
+/** Checks values without rendering (the JSON form of the same variables). */
+export function checkVars(vars: IpxeVar[]): void {
+  for (const v of vars) {
+    if (!GRAMMARS[v.grammar](String(v.value))) throw new ScriptRefused(v.name, String(v.value));
+  }
+}

@@ -1,0 +1,16 @@
+import { Module } from '@nestjs/common';
+import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
+import { BootModule } from '../boot/boot.module';
+import { CredentialsModule } from '../credentials/credentials.module';
+import { ReconcilerModule } from '../reconciler/reconciler.module';
+import { SettingsModule } from '../settings/settings.module';
+import { MetricsController } from './metrics.controller';
+import { MetricsService } from './metrics.service';
+
+@Module({
+  imports: [SettingsModule, StorageNodesModule, CredentialsModule, ReconcilerModule, BootModule],
+  controllers: [MetricsController],
+  providers: [MetricsService],
+  exports: [MetricsService],
+})
+export class MetricsModule {}

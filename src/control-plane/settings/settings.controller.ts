@@ -1,0 +1,45 @@
+import { Body, Controller, Get, Put } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../../shared/http/api-errors.decorator';
+import { ClientIp } from '../common/client-ip.decorator';
+import { AutoRegisterDto } from './dto/auto-register.dto';
+import { EnforcementDto, SetEnforcementDto } from './dto/signature-enforcement.dto';
+import { SettingsService } from './settings.service';
+
+@ApiTags('settings')
+@Controller('settings')
+export class SettingsController {
+  constructor(private readonly settings: SettingsService) {}
+
+  /** Effective auto-register switch (state/settings.json over IPXE_CP_AUTO_REGISTER). */
+  @ApiErrors()
+  @Get('auto-register')
+  get(): AutoRegisterDto {
+    return this.settings.getAutoRegister();
+  }
+
+  /** Signature enforcement and the bound devices that would be locked out (no key yet). */
+  @ApiErrors()
+  @Get('signature-enforcement')
+  getEnforcement(): EnforcementDto {
+    return this.settings.getEnforcement();
+  }
+
+  /**
+   * Turns signature enforcement on or off. On: /boot-vars releases per-worker variables only to a
+   * bound device that signed a fresh challenge. Refused (409, listing them) while bound devices
+   * have no key, unless force is true. Audited.
+   */
+  @ApiErrors(400, [409, 'Bound devices have no key (listed in `devices`); pass force: true to lock them out.'], 'writes')
+  @Put('signature-enforcement')
+  setEnforcement(@Body() body: SetEnforcementDto, @ClientIp() client: string): Promise<EnforcementDto> {
+    return this.settings.setEnforcement(body.enabled, body.force ?? false, client);
+  }
+
+  /** Switches auto-register; persisted, effective immediately, audited as settings.auto_register. */
+  @ApiErrors(400, 'writes')
+  @Put('auto-register')
+  set(@Body() body: AutoRegisterDto, @ClientIp() client: string): Promise<AutoRegisterDto> {
+    return this.settings.setAutoRegister(body.enabled, client);
+  }
+}

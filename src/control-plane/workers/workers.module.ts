@@ -1,0 +1,15 @@
+import { CredentialsModule } from '../credentials/credentials.module';
+import { Module } from '@nestjs/common';
+import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
+import { DevicesModule } from '../devices/devices.module';
+import { DisksService } from './disks.service';
+import { WorkersController } from './workers.controller';
+import { WorkersService } from './workers.service';
+
+@Module({
+  imports: [DevicesModule, StorageNodesModule, CredentialsModule],
+  controllers: [WorkersController],
+  providers: [WorkersService, DisksService],
+  exports: [WorkersService],
+})
+export class WorkersModule {}

@@ -1,0 +1,193 @@
+import { SIZE_FORMS, SIZE_PATTERN } from '../size';
+import { CHAP_SECRET, CHAP_USERID, DISK_FILE_PATTERN, FILE_NAME_PATTERN, HOST_NQN, INITIATOR_IQN, TARGET_NAME_PATTERN } from '../grammars';
+import { ApiProperty } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { QueryBool } from '../validators';
+
+/** lio: the CHAP credential every node ACL of the target requires (one-way: the target checks the initiator). */
+export class LunChapDto {
+  /** CHAP user name the initiator must send (CHAP_N). */
+  @IsString()
+  @Matches(CHAP_USERID, { message: `chap.userid must match ${CHAP_USERID.source}` })
+  @ApiProperty({ pattern: CHAP_USERID.source })
+  userid!: string;
+
+  /** CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs; never answered back. */
+  @IsString()
+  @Matches(CHAP_SECRET, { message: 'chap.secret must be 12 to 64 characters of A-Z a-z 0-9 . _ + / = -' })
+  @ApiProperty({ pattern: CHAP_SECRET.source })
+  secret!: string;
+}
+
+export class CreateLunDiskDto {
+  /** Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet), the base this agent's own. */
+  @IsString()
+  @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
+  iqn!: string;
+
+  /** Backing file name in DISK_DIR; default `<suffix>.img`. Never `_tpl_` (that marks masters), no control, line-separator or format characters. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(255)
+  @Matches(new RegExp(DISK_FILE_PATTERN), { message: 'filename must be a plain file name without _tpl_ (which marks masters), control, line-separator or format characters, not starting with a dot' })
+  @ApiProperty({ required: false, pattern: DISK_FILE_PATTERN, maxLength: 255 })
+  filename?: string;
+
+  /** Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(255)
+  master?: string;
+
+  /** Empty sparse disk size: 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. Exclusive with master. */
+  @IsOptional()
+  @IsString()
+  @Matches(SIZE_PATTERN, { message: `must be ${SIZE_FORMS}` })
+  @ApiProperty({ required: false, pattern: SIZE_PATTERN.source, example: '40G' })
+  size?: string;
+
+  /** nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(64)
+  @IsString({ each: true })
+  @MaxLength(223, { each: true })
+  @Matches(HOST_NQN, { each: true, message: 'allowed_hosts must be host NQNs (nqn.yyyy-mm.<domain>[:...], a real month)' })
+  @ApiProperty({ required: false, type: [String], items: { type: 'string', pattern: HOST_NQN.source } })
+  allowed_hosts?: string[];
+
+  /**
+   * lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
+   * no other initiator. Omitted: open to any initiator, as before.
+   */
+  @IsOptional()
+  @IsArray()
+  @ArrayMaxSize(64)
+  @IsString({ each: true })
+  @MaxLength(223, { each: true })
+  @Matches(INITIATOR_IQN, { each: true, message: 'allowed_initiators must be initiator IQNs (iqn.yyyy-mm.<domain>[:...], a real month)' })
+  @ApiProperty({ required: false, type: [String], items: { type: 'string', pattern: INITIATOR_IQN.source } })
+  allowed_initiators?: string[];
+
+  /** lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => LunChapDto)
+  chap?: LunChapDto;
+}
+
+/** PUT /luns/access: who may log in to a closed lio target (made with allowed_initiators), and with which CHAP credential. */
+export class SetLunAccessDto {
+  /** The target. */
+  @IsString()
+  @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
+  iqn!: string;
+
+  /** The initiator IQNs its node ACLs admit from now on (the others are removed). At least one: a closed target stays closed. */
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(64)
+  @IsString({ each: true })
+  @MaxLength(223, { each: true })
+  @Matches(INITIATOR_IQN, { each: true, message: 'allowed_initiators must be initiator IQNs (iqn.yyyy-mm.<domain>[:...], a real month)' })
+  @ApiProperty({ type: [String], items: { type: 'string', pattern: INITIATOR_IQN.source } })
+  allowed_initiators!: string[];
+
+  /** CHAP required of them; omitted: no CHAP (authentication off). */
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => LunChapDto)
+  chap?: LunChapDto;
+}
+
+export class CreateCdDto {
+  /** ISO file name in DISK_DIR (no control, line-separator or format characters). */
+  @IsString()
+  @MaxLength(255)
+  @Matches(new RegExp(FILE_NAME_PATTERN), { message: 'iso must be a plain file name without control, line-separator or format characters, not starting with a dot' })
+  @ApiProperty({ pattern: FILE_NAME_PATTERN, maxLength: 255 })
+  iso!: string;
+
+  /** Target IQN; default `<base_iqn>:<iso name>`. */
+  @IsOptional()
+  @IsString()
+  @MaxLength(223)
+  @ApiProperty({ required: false, maxLength: 223, pattern: TARGET_NAME_PATTERN })
+  iqn?: string;
+}
+
+export class DeleteLunQueryDto {
+  /** Target to delete. */
+  @IsString()
+  @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
+  iqn!: string;
+
+  /** Also delete the backing file. */
+  @IsOptional()
+  @QueryBool()
+  delete_file?: boolean = false;
+}
+
+export class LunBackingDto {
+  /** Absolute path of the backing file. */
+  backing!: string | null;
+}
+
+export class LunTargetDto {
+  /** iSCSI target name (stgt, lio). */
+  iqn?: string;
+  /** NVMe subsystem name (nvmet). */
+  nqn?: string;
+  /** stgt target id. */
+  tid?: number;
+  /** A read-only CD (ISO) target. */
+  cd!: boolean;
+  luns!: LunBackingDto[];
+  /** nvmet: allowed host NQNs. */
+  allowed_hosts?: string[];
+  /** lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+  allowed_initiators?: string[];
+  /** lio: the CHAP user name its ACLs require (absent: no CHAP). */
+  chap_userid?: string;
+  /** lio: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them). */
+  chap_secret_sha256?: string;
+}
+
+export class CreatedLunDto {
+  iqn!: string;
+  backing!: string;
+  @ApiProperty({ required: false })
+  cd?: boolean;
+}
+
+export class DeletedLunDto {
+  deleted!: string;
+  delete_file!: boolean;
+}
+
+export class ScanCreatedDto {
+  iqn!: string;
+  cd!: boolean;
+}
+
+export class ScanSkippedDto {
+  iqn!: string;
+  reason!: string;
+}
+
+export class ScanResultDto {
+  created!: ScanCreatedDto[];
+  skipped!: ScanSkippedDto[];
+}
+
+export class MasterDto {
+  name!: string;
+  /** Bytes. */
+  size!: number;
+  /** Unix seconds. */
+  mtime!: number;
+}

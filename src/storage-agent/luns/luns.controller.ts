@@ -1,0 +1,76 @@
+import { Body, Controller, Delete, Get, HttpCode, Post, Put, Query } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../../shared/http/api-errors.decorator';
+import { MastersService } from '../images/masters.service';
+import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, MasterDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import { LunsService } from './luns.service';
+
+@ApiTags('luns')
+@Controller()
+export class LunsController {
+  constructor(
+    private readonly luns: LunsService,
+    private readonly masters: MastersService,
+  ) {}
+
+  /** Every target with its backing file (tid on stgt, allowed_hosts on nvmet). */
+  @ApiErrors()
+  @Get('luns')
+  list(): Promise<LunTargetDto[]> {
+    return this.luns.list();
+  }
+
+  /** Disk target from a master (reflink clone, else sparse copy) or empty (sparse) of `size`. */
+  @ApiErrors(
+    [400, 'Invalid input (the message names the field), or a size the filesystem of DISK_DIR cannot hold. Nothing was created.'],
+    [404, 'master not found'],
+    [409, 'iqn exists / file exists'],
+    [500, 'The target could not be created (tgtadm or configfs error); the image was removed again.'],
+    [503, 'DISK_DIR is not writable. Nothing was created.'],
+    [507, 'DISK_DIR is full, or too full for a copy of the master. Nothing was created.'],
+  )
+  @Post('luns/disk')
+  createDisk(@Body() body: CreateLunDiskDto): Promise<CreatedLunDto> {
+    return this.luns.createDisk(body);
+  }
+
+  /**
+   * lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
+   * control plane's way to follow a renamed worker, a rotated or a revoked credential). Sessions
+   * already logged in stay; the next login meets the new rule.
+   */
+  @ApiErrors([400, 'invalid input (the message names the field), or a backend without ACLs'], [404, 'disk target not found'], [409, 'the target is open to any initiator'])
+  @Put('luns/access')
+  setAccess(@Body() body: SetLunAccessDto): Promise<LunTargetDto> {
+    return this.luns.setAccess(body);
+  }
+
+  /** Read-only CD target of an ISO in DISK_DIR (backends with CD support only). */
+  @ApiErrors([400, 'not an .iso file, or a master (_tpl_)'], [404, 'iso not found'], [409, 'iqn exists, or the file is the disk of a target'])
+  @Post('luns/cd')
+  createCd(@Body() body: CreateCdDto): Promise<CreatedLunDto> {
+    return this.luns.createCd(body);
+  }
+
+  /** Deletes a target, and its backing file with delete_file=true (never a master, never a file another target uses). */
+  @ApiErrors(400, [404, 'iqn not found'], [409, 'delete_file: the file is a master or used by another target; nothing was deleted'])
+  @Delete('luns')
+  remove(@Query() q: DeleteLunQueryDto): Promise<DeletedLunDto> {
+    return this.luns.remove(q.iqn, q.delete_file ?? false);
+  }
+
+  /** Rebuilds missing targets from DISK_DIR (files are the truth). */
+  @ApiErrors()
+  @Post('luns/scan')
+  @HttpCode(200)
+  scan(): Promise<ScanResultDto> {
+    return this.luns.scan();
+  }
+
+  /** Master images (`_tpl_` files) from the background scan. */
+  @ApiErrors()
+  @Get('masters')
+  listMasters(): MasterDto[] {
+    return this.masters.list();
+  }
+}

@@ -1,0 +1,287 @@
+import { HOST_NQN, INITIATOR_IQN } from '../../shared/grammars';
+import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { ApiError, badRequest, conflict, notFound } from '../../shared/http/api-error';
+import { AgentConfig } from '../agent-config';
+import { KernelFeatureError, TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import { ImageFs } from '../images/image-fs';
+import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
+import { secretSha12 } from '../../shared/nvme-keys';
+import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import { ManifestEntry, TargetManifest } from './manifest';
+import { NvmeHostsService } from '../nvme/nvme-hosts.service';
+
+/** An iSCSI initiator name as iPXE sends it (`<base-iqn>:<hostname>` or `:<mac>`): no spaces, no slash. */
+
+/** Targets and their backing files: the agent's data-plane management. */
+@Injectable()
+export class LunsService implements OnModuleInit {
+  private readonly log = new Logger('Luns');
+  /** Target names and file names being created right now: the loser of a race gets a 409. */
+  private readonly busy = new Set<string>();
+  readonly base: string;
+
+  constructor(
+    config: AgentConfig,
+    @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
+    private readonly images: ImageFs,
+    private readonly manifest: TargetManifest,
+    private readonly hosts: NvmeHostsService,
+  ) {
+    this.base = backend.transport === 'nvme-tcp' ? config.baseNqn : config.baseIqn;
+  }
+
+  async onModuleInit(): Promise<void> {
+    this.images.mkdirp();
+    const partial = await this.images.sweepPartial();
+    if (partial.length) this.log.warn(`removed ${partial.length} partial image(s) a killed create left: ${partial.join(', ')}`);
+    await this.backend.start();
+    await this.hosts.restore(); // before the scan: rebuilt subsystems link their allowed hosts
+    const r = await this.scan();
+    if (r.created.length) this.log.log(`rebuilt ${r.created.length} target(s) from ${this.images.dir}`);
+  }
+
+  async list(): Promise<LunTargetDto[]> {
+    const nvme = this.backend.transport === 'nvme-tcp';
+    return (await this.backend.list()).map((t) => ({
+      ...(nvme ? { nqn: t.name } : { iqn: t.name }),
+      ...(t.tid !== undefined ? { tid: t.tid } : {}),
+      cd: t.cd,
+      luns: [{ backing: t.backing }],
+      ...(t.allowed_hosts ? { allowed_hosts: t.allowed_hosts } : {}),
+      ...(t.allowed_initiators ? { allowed_initiators: t.allowed_initiators } : {}),
+      ...(t.chap ? { chap_userid: t.chap.userid, chap_secret_sha256: secretSha12(t.chap.secret) } : {}),
+    }));
+  }
+
+  /** PUT /luns/access: the ACLs of a closed lio target and the CHAP credential they require, in the kernel and the manifest. */
+  async setAccess(dto: SetLunAccessDto): Promise<LunTargetDto> {
+    if (this.backend.name !== 'lio' || !this.backend.setAccess) throw badRequest(`the ${this.backend.name} backend has no node ACLs or CHAP`);
+    checkTargetName('iqn', dto.iqn, this.base);
+    const e = this.manifest.get(dto.iqn);
+    if (!e || e.cd) throw notFound(`disk target not found: ${dto.iqn}`);
+    const initiators = [...new Set(dto.allowed_initiators)].sort();
+    return this.claim([dto.iqn], async () => {
+      try {
+        await this.backend.setAccess!(dto.iqn, initiators, dto.chap);
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code === 'ENOENT') throw notFound(`target not found: ${dto.iqn}`);
+        if (code === 'EOPEN') throw conflict((err as Error).message);
+        throw err;
+      }
+      await this.manifest.set(dto.iqn, { ...e, allowed_initiators: initiators, ...(dto.chap ? { chap: { userid: dto.chap.userid, secret: dto.chap.secret } } : { chap: undefined }) });
+      return (await this.list()).find((t) => t.iqn === dto.iqn)!;
+    });
+  }
+
+  async createDisk(dto: CreateLunDiskDto): Promise<CreatedLunDto> {
+    const suffix = checkTargetName('iqn', dto.iqn, this.base);
+    if ((dto.master === undefined) === (dto.size === undefined)) throw badRequest('exactly one of master or size is required');
+    const filename = dto.filename === undefined ? `${suffix}.img` : checkFileName('filename', dto.filename);
+    // A scan takes every `_tpl_` file for a master: a writable disk must never be named like one.
+    if (filename.includes('_tpl_')) throw badRequest(`filename: ${filename} contains _tpl_, which marks master images; a disk may not be named so`);
+    const size = dto.size === undefined ? 0 : parseSize('size', dto.size);
+    const master = dto.master === undefined ? undefined : checkFileName('master', dto.master);
+    if (master === filename) throw badRequest('filename: must differ from master');
+    const hosts = dto.allowed_hosts ?? [];
+    if (hosts.length && this.backend.name !== 'nvmet') throw badRequest(`allowed_hosts: only the nvmet backend has host NQNs`);
+    for (const h of hosts) if (!HOST_NQN.test(h)) throw badRequest(`allowed_hosts: not a host NQN: ${JSON.stringify(h)}`);
+    const initiators = dto.allowed_initiators ?? [];
+    if (initiators.length && this.backend.name !== 'lio') throw badRequest(`allowed_initiators: only the lio backend has node ACLs`);
+    for (const i of initiators) if (!INITIATOR_IQN.test(i)) throw badRequest(`allowed_initiators: not an initiator IQN: ${JSON.stringify(i)}`);
+    if (dto.chap && !initiators.length) throw badRequest('chap: needs allowed_initiators (CHAP is required of the node ACLs of a closed target)');
+    const chap = dto.chap ? { userid: dto.chap.userid, secret: dto.chap.secret } : undefined;
+    const missing = this.backend.features().missing;
+    if (missing.length) throw conflict(`this storage node cannot create disks: its kernel lacks ${missing.join('; ')}; nothing was created`);
+    const masterStat = master === undefined ? null : await this.images.statInside(master);
+    if (master && !masterStat) throw notFound(`master not found: ${master}`);
+    const max = await this.images.maxFileSize();
+    if (size > max) {
+      throw badRequest(`size: ${dto.size} is larger than the largest file the ${await this.images.fsType()} filesystem of DISK_DIR can hold (${max} bytes, ${humanSize(max)})`);
+    }
+    return this.claim([dto.iqn, `file:${filename}`], async () => {
+      if (await this.images.exists(filename)) throw conflict(`file exists: ${filename}`);
+      try {
+        await this.images.buildThenPublish(filename, (tmp) => (master ? this.clone(master, tmp, masterStat!.allocated) : this.images.createSparse(tmp, size)));
+      } catch (e) {
+        throw this.mapImageError(e, filename);
+      }
+      const backing = this.images.pathOf(filename);
+      try {
+        await this.backend.createDisk(dto.iqn, backing, { allowedHosts: hosts, allowedInitiators: initiators, chap });
+        await this.manifest.set(dto.iqn, {
+          file: filename,
+          cd: false,
+          ...(hosts.length ? { allowed_hosts: hosts } : {}),
+          ...(initiators.length ? { allowed_initiators: [...initiators].sort() } : {}),
+          ...(chap ? { chap } : {}),
+        });
+      } catch (e) {
+        // A create that fails half-way removes what it made.
+        await this.backend.remove(dto.iqn).catch(() => null);
+        await this.images.remove(filename);
+        const mapped = this.mapBackendError(e);
+        if (mapped instanceof ApiError) throw mapped;
+        throw new ApiError(500, `target creation failed, the image was removed again: ${(e as Error).message}`);
+      }
+      return { iqn: dto.iqn, backing };
+    });
+  }
+
+  async createCd(dto: CreateCdDto): Promise<CreatedLunDto> {
+    if (!this.backend.supportsCd) throw badRequest(`the ${this.backend.name} backend has no CD (ISO) support`);
+    const iso = checkFileName('iso', dto.iso);
+    // A CD is readable by any initiator: never a master or a worker's disk exported that way.
+    if (!iso.toLowerCase().endsWith('.iso')) throw badRequest(`iso: must be an .iso file: ${JSON.stringify(iso)}`);
+    if (iso.includes('_tpl_')) throw badRequest(`iso: ${iso} is a master image (_tpl_), not an ISO`);
+    const iqn = dto.iqn ?? `${this.base}:${isoSuffix(iso)}`;
+    checkTargetName('iqn', iqn, this.base);
+    if (!(await this.images.statInside(iso))) throw notFound(`iso not found: ${iso}`);
+    return this.claim([iqn], async () => {
+      const disk = this.manifest.all().find(([, e]) => !e.cd && e.file === iso);
+      if (disk) throw conflict(`iso: ${iso} is the disk of target ${disk[0]}, it cannot be a CD`);
+      const backing = this.images.pathOf(iso);
+      try {
+        await this.backend.createCd(iqn, backing);
+        await this.manifest.set(iqn, { file: iso, cd: true });
+      } catch (e) {
+        throw this.mapBackendError(e);
+      }
+      return { iqn, backing, cd: true };
+    });
+  }
+
+  async remove(iqn: string, deleteFile: boolean): Promise<DeletedLunDto> {
+    checkTargetName('iqn', iqn, this.base);
+    return this.claim([iqn], async () => {
+      // A file another target uses (a CD's ISO shared with a disk, several CDs) or a master is
+      // never deleted through a LUN call: refused before anything changes.
+      const known = this.manifest.get(iqn)?.file;
+      if (deleteFile && known) this.checkDeletable(iqn, known);
+      const t = await this.backend.remove(iqn);
+      if (!t) throw notFound(`iqn not found: ${iqn}`);
+      const file = known ?? (t.backing && t.backing.startsWith(`${this.images.dir}/`) ? t.backing.slice(this.images.dir.length + 1) : null);
+      if (deleteFile && file && !known) {
+        try {
+          this.checkDeletable(iqn, file);
+        } catch (e) {
+          // Only known after the removal (a target the manifest never had): the file stays.
+          await this.manifest.set(iqn, undefined);
+          throw conflict(`target ${iqn} removed, its file kept: ${(e as Error).message}`);
+        }
+      }
+      await this.manifest.set(iqn, undefined);
+      if (deleteFile && file) await this.images.remove(file);
+      return { deleted: iqn, delete_file: deleteFile };
+    });
+  }
+
+  /**
+   * Files are the truth: every manifest entry whose file exists, every `<name>.img` (not a master)
+   * and, with CD support, every ISO gets its target back if the backend lost it.
+   */
+  async scan(): Promise<ScanResultDto> {
+    const out: ScanResultDto = { created: [], skipped: [] };
+    const existing = new Set((await this.backend.list()).map((t) => t.name));
+    const wanted = new Map<string, ManifestEntry>(this.manifest.all());
+    const claimedFiles = new Set([...wanted.values()].map((e) => e.file));
+    for (const f of await this.images.list()) {
+      if (f.startsWith('.') || f.includes('_tpl_') || claimedFiles.has(f)) continue;
+      let name: string | null = null;
+      let cd = false;
+      if (f.endsWith('.img') && TARGET_SUFFIX.test(f.slice(0, -4))) name = `${this.base}:${f.slice(0, -4)}`;
+      else if (f.toLowerCase().endsWith('.iso') && this.backend.supportsCd && isoSuffix(f)) {
+        name = `${this.base}:${isoSuffix(f)}`;
+        cd = true;
+      }
+      if (name && !wanted.has(name)) wanted.set(name, { file: f, cd });
+    }
+    for (const [name, e] of wanted) {
+      if (existing.has(name)) {
+        out.skipped.push({ iqn: name, reason: 'exists' });
+        continue;
+      }
+      const st = await this.images.statInside(e.file);
+      if (!st) {
+        out.skipped.push({ iqn: name, reason: `backing file missing: ${e.file}` });
+        continue;
+      }
+      // No disk is smaller than 1 MiB: a smaller .img is debris (an old failed create), never exported.
+      if (!e.cd && st.size < 2 ** 20) {
+        out.skipped.push({ iqn: name, reason: `backing file smaller than 1 MiB (${st.size} bytes), not a disk: ${e.file}` });
+        continue;
+      }
+      try {
+        const backing = this.images.pathOf(e.file);
+        if (e.cd) await this.backend.createCd(name, backing);
+        // A host the agent no longer knows is left out: the subsystem comes back closed, and the
+        // control plane's reconciler pushes the host and its link again.
+        else await this.backend.createDisk(name, backing, { allowedHosts: e.allowed_hosts?.filter((h) => this.hosts.has(h)), allowedInitiators: e.allowed_initiators, chap: e.chap });
+        if (!this.manifest.get(name)) await this.manifest.set(name, e);
+        out.created.push({ iqn: name, cd: e.cd });
+      } catch (err) {
+        out.skipped.push({ iqn: name, reason: (err as Error).message });
+      }
+    }
+    return out;
+  }
+
+  /** Reflink when the filesystem can, else a copy that keeps holes (refused up front if it cannot fit). */
+  private async clone(master: string, filename: string, allocated: number): Promise<void> {
+    try {
+      await this.images.reflink(master, filename);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') throw e;
+      await this.images.remove(filename).catch(() => undefined);
+      const free = await this.images.freeBytes();
+      if (allocated > free) {
+        throw new ApiError(507, `DISK_DIR is too full for a copy of ${master}: it needs ${humanSize(allocated)}, ${humanSize(free)} free (no reflink here); nothing was created`);
+      }
+      await this.images.sparseCopy(master, filename);
+    }
+  }
+
+  /** Every way an image build can fail, as a documented status; the partial file is already gone. */
+  private mapImageError(e: unknown, filename: string): Error {
+    if (e instanceof ApiError) return e;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return conflict(`file exists: ${filename}`);
+    if (code === 'EFBIG') return badRequest(`size: the filesystem of DISK_DIR cannot hold a file that large (EFBIG); nothing was created`);
+    if (code === 'ENOSPC' || code === 'EDQUOT') return new ApiError(507, `DISK_DIR is full (${code}) creating ${filename}; nothing was created`);
+    if (code === 'EROFS' || code === 'EACCES' || code === 'EPERM') return new ApiError(503, `DISK_DIR is not writable (${code}); nothing was created`);
+    return new Error(`creating ${filename} failed: ${(e as Error).message}`);
+  }
+
+  private async claim<R>(keys: string[], fn: () => Promise<R>): Promise<R> {
+    for (const k of keys) {
+      if (this.busy.has(k)) throw conflict(k.startsWith('file:') ? `file exists: ${k.slice(5)}` : `iqn exists: ${k}`);
+    }
+    keys.forEach((k) => this.busy.add(k));
+    try {
+      return await fn();
+    } finally {
+      keys.forEach((k) => this.busy.delete(k));
+    }
+  }
+
+  private checkDeletable(iqn: string, file: string): void {
+    if (file.includes('_tpl_')) throw conflict(`delete_file: ${file} is a master image; it is never deleted through a LUN call`);
+    const other = this.manifest.all().find(([name, e]) => name !== iqn && e.file === file);
+    if (other) throw conflict(`delete_file: ${file} is also used by target ${other[0]}; nothing was deleted`);
+  }
+
+  private mapBackendError(e: unknown): Error {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || e instanceof KernelFeatureError) return conflict((e as Error).message);
+    if (code === 'ENOHOST') return badRequest((e as Error).message);
+    return e as Error;
+  }
+}
+
+function humanSize(n: number): string {
+  for (const [u, f] of [['T', 2 ** 40], ['G', 2 ** 30], ['M', 2 ** 20], ['K', 2 ** 10]] as const) {
+    if (n >= f) return `${Math.round((n / f) * 10) / 10}${u}`;
+  }
+  return `${n}B`;
+}
