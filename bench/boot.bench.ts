@@ -19,7 +19,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { FileSystem } from '../src/shared/files/file-system';
-import { readDevicesOnDisk } from '../src/control-plane/repositories/ledger.store';
+import { readDevicesOnDisk } from '../src/control-plane/repositories/ledger/ledger-on-disk';
 import { exportStore, importStore } from '../scripts/store';
 import { startPostgres } from '../scripts/pg-cluster';
 import { fmt, get, macOf, prodCommand, runClient, seedLedger, startProcess, stop, tmp, workerOf, wrk, WrkResult } from './lib';

@@ -1,3 +1,4 @@
+import { FileLedgerRepository } from '../src/control-plane/repositories/ledger/file-ledger.repository';
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -6,8 +7,7 @@ import * as path from 'node:path';
 import { keySha256 } from '../src/control-plane/common/device-key';
 import { loadConfig } from '../src/control-plane/config/app-config';
 import { FileSystem } from '../src/shared/files/file-system';
-import { LedgerStore } from '../src/control-plane/repositories/ledger.store';
-import { emptyFingerprint, newDevice, newWorker } from '../src/control-plane/repositories/records';
+import { emptyFingerprint, newDevice, newWorker } from '../src/control-plane/repositories/ledger/records';
 
 /** Pin processes to CPUs when taskset exists and there are at least 2 (fair, less noisy A/B). */
 const PIN = os.cpus().length >= 2 && fs.existsSync('/usr/bin/taskset');
@@ -70,7 +70,7 @@ export const workerOf = (i: number) => `seat-${String(i).padStart(5, '0')}`;
 
 /** Writes a ledger of n pooled-then-bound devices and n workers through the real store code (optionally with device public keys). */
 export async function seedLedger(dir: string, n: number, pubkeys?: string[]): Promise<void> {
-  const store = new LedgerStore(loadConfig({ IPXE_CP_STATE_DIR: path.join(dir, 'state') }), new FileSystem());
+  const store = new FileLedgerRepository(loadConfig({ IPXE_CP_STATE_DIR: path.join(dir, 'state') }), new FileSystem());
   await store.onModuleInit();
   const now = new Date().toISOString();
   await store.commit((tx) => {

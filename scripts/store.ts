@@ -11,10 +11,10 @@ import * as fs from 'node:fs';
 import { AppModule } from '../src/control-plane/app.module';
 import { AuditEntry, AuditService } from '../src/control-plane/audit/audit.service';
 import { ConfigError, loadConfig } from '../src/control-plane/config/app-config';
-import { CredentialStore, FileShape } from '../src/control-plane/credentials/credential-store';
+import { CredentialRepository, FileShape } from '../src/control-plane/repositories/credentials/credential.repository';
 import { SettingsFile, SettingsService } from '../src/control-plane/settings/settings.service';
-import { LedgerStore } from '../src/control-plane/repositories/ledger.store';
-import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from '../src/control-plane/repositories/records';
+import { LedgerRepository } from '../src/control-plane/repositories/ledger/ledger.repository';
+import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from '../src/control-plane/repositories/ledger/records';
 
 export const BUNDLE_FORMAT = 'kurrent-store';
 
@@ -40,7 +40,7 @@ async function context(env: NodeJS.ProcessEnv) {
 export async function exportStore(env: NodeJS.ProcessEnv): Promise<StoreBundle> {
   const { app, config } = await context(env);
   try {
-    const store = app.get(LedgerStore).read();
+    const store = app.get(LedgerRepository).read();
     const audit = await app.get(AuditService).list({ since: 0, limit: Number.MAX_SAFE_INTEGER });
     return {
       format: BUNDLE_FORMAT,
@@ -50,7 +50,7 @@ export async function exportStore(env: NodeJS.ProcessEnv): Promise<StoreBundle> 
       devices: Object.fromEntries(store.devices.entries()),
       workers: Object.fromEntries(store.workers.entries()),
       settings: app.get(SettingsService).snapshot(),
-      credentials: app.get(CredentialStore).snapshot(),
+      credentials: app.get(CredentialRepository).snapshot(),
       audit: audit.entries,
     };
   } finally {
@@ -82,9 +82,9 @@ export async function importStore(env: NodeJS.ProcessEnv, bundle: StoreBundle): 
   const b = checkBundle(bundle);
   const { app } = await context(env);
   try {
-    const store = app.get(LedgerStore).read();
+    const store = app.get(LedgerRepository).read();
     const audit = app.get(AuditService);
-    const creds = app.get(CredentialStore);
+    const creds = app.get(CredentialRepository);
     if (store.devices.size || store.workers.size || creds.all().length || (await audit.list({ since: 0, limit: 1 })).entries.length) {
       throw new Error('the target store is not empty: import only into a new database or state directory');
     }

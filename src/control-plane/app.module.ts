@@ -19,7 +19,7 @@ import { DnsmasqModule } from './dnsmasq/dnsmasq.module';
 import { HealthController } from './health/health.controller';
 import { REDACT_PATHS } from '../shared/http/redaction';
 import { SettingsModule } from './settings/settings.module';
-import { StoreModule } from './repositories/store.module';
+import { RepositoriesModule } from './repositories/repositories.module';
 import { WorkersModule } from './workers/workers.module';
 
 
@@ -42,7 +42,7 @@ export class AppModule {
           // every boot. Access logs come from one Fastify onResponse hook instead (app.factory).
           forRoutes: [],
         }),
-        StoreModule,
+        RepositoriesModule.forEngine(config.store),
         AuditModule,
         DnsmasqModule,
         SettingsModule,

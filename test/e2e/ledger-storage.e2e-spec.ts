@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { FileSystem, TEMP_FILE } from '../../src/shared/files/file-system';
-import { LedgerStore } from '../../src/control-plane/repositories/ledger.store';
+import { LedgerRepository } from '../../src/control-plane/repositories/ledger/ledger.repository';
 import { describeFiles, macOf, startApp, tempDir, TestApp } from '../helpers/app';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -157,7 +157,7 @@ describeFiles('hand edits with deferred checkpoints', () => {
     expect((await t.req('GET', `/devices/report?mac=${macOf(1)}&chip=RTL8125`)).status).toBe(200);
     // Run now what the timers would run (no negative assertion after a fixed sleep): the telemetry
     // flush and a checkpoint; neither may touch the broken file.
-    const store = t.app.get(LedgerStore);
+    const store = t.app.get(LedgerRepository);
     await store.flushTelemetry();
     await store.checkpoint().catch(() => undefined);
     expect(fs.readFileSync(devicesFile(), 'utf8')).toBe(broken);

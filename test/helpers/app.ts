@@ -11,7 +11,7 @@ import { createKurrentClient } from '../../src/client';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { FileSystem } from '../../src/shared/files/file-system';
-import { readDevicesOnDisk, readWorkersOnDisk } from '../../src/control-plane/repositories/ledger.store';
+import { readDevicesOnDisk, readWorkersOnDisk } from '../../src/control-plane/repositories/ledger/ledger-on-disk';
 
 export interface TestApp {
   app: NestFastifyApplication;

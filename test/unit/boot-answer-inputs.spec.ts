@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import type { AgentGateway } from '../../src/control-plane/storage-nodes/agent-gateway';
 import { StorageNodesService } from '../../src/control-plane/storage-nodes/storage-nodes.service';
 import { cleanReportString, REPORT_FIELD_MAX } from '../../src/shared/grammars';
-import { CredentialStore } from '../../src/control-plane/credentials/credential-store';
+import { FileCredentialRepository } from '../../src/control-plane/repositories/credentials/file-credential.repository';
 import { MemFs } from '../helpers/mem-fs';
 
 /**
@@ -25,7 +25,7 @@ describe('revisions of the boot answer inputs', () => {
   });
 
   it('every credential change and every push note bumps the credential revision', async () => {
-    const store = new CredentialStore({ stateDir: '/s', checkpointMs: 0 } as never, new MemFs());
+    const store = new FileCredentialRepository({ stateDir: '/s', checkpointMs: 0 } as never, new MemFs());
     const r0 = store.revision;
     await store.change((d) => {
       d.removals.push({ hostnqn: 'h', agent: 'a', attempts: 0, next_attempt_at: null } as never);

@@ -1,11 +1,12 @@
+import { FileLedgerRepository } from '../../src/control-plane/repositories/ledger/file-ledger.repository';
 import { Logger } from '@nestjs/common';
 import fc from 'fast-check';
 import { AppConfig, loadConfig } from '../../src/control-plane/config/app-config';
 import { DnsmasqService } from '../../src/control-plane/dnsmasq/dnsmasq.service';
 import { ProcessRunner } from '../../src/shared/process-runner';
 import { MemFs } from '../helpers/mem-fs';
-import { LedgerStore } from '../../src/control-plane/repositories/ledger.store';
-import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/control-plane/repositories/records';
+import { LedgerRepository } from '../../src/control-plane/repositories/ledger/ledger.repository';
+import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/control-plane/repositories/ledger/records';
 
 class FakeRunner extends ProcessRunner {
   calls: string[][] = [];
@@ -27,7 +28,7 @@ class FakeRunner extends ProcessRunner {
 function setup(env: Record<string, string>) {
   const config: AppConfig = loadConfig({ IPXE_CP_STATE_DIR: '/s', IPXE_CP_DNSMASQ_DIR: '/d', ...env });
   const fs = new MemFs();
-  const store = new LedgerStore(config, fs);
+  const store = new FileLedgerRepository(config, fs);
   const runner = new FakeRunner();
   const svc = new DnsmasqService(config, fs, store, runner);
   const device = (mac: string, worker: string | null): DeviceRecord => newDevice(mac, { state: worker ? 'bound' : 'pooled', bound_worker_id: worker });
@@ -71,7 +72,7 @@ describe('DnsmasqService', () => {
         const s = setup({});
         const macs = Array.from({ length: 8 }, (_, i) => `02:00:00:00:00:0${i}`);
         await s.put(macs.map((m) => s.device(m, null)), []);
-        const store = (s.svc as unknown as { store: LedgerStore }).store;
+        const store = (s.svc as unknown as { store: LedgerRepository }).store;
         for (const o of ops) {
           const id = `w${o.worker}`;
           const mac = macs[o.mac];

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { normalizeId, normalizeMac } from '../../src/shared/mac';
 import { FileSystem } from '../../src/shared/files/file-system';
 import { LedgerMap } from '../../src/shared/files/ledger-map';
-import { newWorker, validateWorker, WorkerRecord } from '../../src/control-plane/repositories/records';
+import { newWorker, validateWorker, WorkerRecord } from '../../src/control-plane/repositories/ledger/records';
 
 describe('MAC and id normalisation', () => {
   it.each([

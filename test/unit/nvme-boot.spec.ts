@@ -3,8 +3,8 @@ import { deriveCtrlKey, deriveTlsPsk, generateDhchapKey, secretSha12 } from '../
 import type { AgentRecord, StorageNodeRegistry } from '../../src/control-plane/storage-nodes/storage-node-registry';
 import type { StorageNodesService, Capabilities } from '../../src/control-plane/storage-nodes/storage-nodes.service';
 import { CredentialsService } from '../../src/control-plane/credentials/credentials.service';
-import type { CredentialRecord, CredentialStore, PushRecord } from '../../src/control-plane/credentials/credential-store';
-import { DiskRecord, newWorker } from '../../src/control-plane/repositories/records';
+import type { CredentialRecord, CredentialRepository, PushRecord } from '../../src/control-plane/repositories/credentials/credential.repository';
+import { DiskRecord, newWorker } from '../../src/control-plane/repositories/ledger/records';
 
 /**
  * When an NVMe/TCP disk may boot: DiskVarsResolver and CredentialsService with their I/O
@@ -27,7 +27,7 @@ describe('NVMe boot variables: the empty answer unless everything is in place', 
     caps = { backend: 'nvmet', nvme_port: 4421, nvme_tls: true };
     const registry = { get: (id: string) => (id === 'n1' ? agent : undefined) } as unknown as StorageNodeRegistry;
     const agents = { cachedCapabilities: () => caps, dataAddress: (a: AgentRecord) => a.iscsi_server } as unknown as StorageNodesService;
-    const store = { get: () => cred } as unknown as CredentialStore;
+    const store = { get: () => cred } as unknown as CredentialRepository;
     const config = { hostNqnBase: 'nqn.2026-07.com.controller', reconcileSeconds: 30 };
     const ledger = { read: () => ({ workers: new Map([['w1', worker]]) }) };
     const credentials = new CredentialsService(store, ledger as never, registry, {} as never, {} as never, {} as never, config as never);

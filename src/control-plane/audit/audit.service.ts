@@ -1,398 +1,41 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
-import * as path from 'node:path';
-import type { PoolClient } from 'pg';
-import { Database, LOCK } from '../repositories/pg/database';
+import { Injectable } from '@nestjs/common';
 import { badRequest } from '../../shared/http/api-error';
-import { Clock } from '../common/clock';
 import { normalizeMac } from '../../shared/mac';
-import { AppConfig } from '../config/app-config';
-import { FileSystem } from '../../shared/files/file-system';
-import { LedgerFileError } from '../../shared/files/ledger-map';
+import { AuditEntry, AuditFields, AuditPage, AuditQuery, AuditRepository, TxAudit } from '../repositories/audit/audit.repository';
 
-export interface AuditEntry {
-  id: number;
-  ts: string;
-  op: string;
-  status: 'ok' | 'failed' | 'started';
-  client?: string;
-  [field: string]: unknown;
-}
-
-export type AuditFields = Omit<AuditEntry, 'id' | 'ts' | 'op' | 'status'> & { status?: AuditEntry['status'] };
-
-/** An entry a ledger commit carries (Tx.audit): it is written with the change or not at all. */
-export interface TxAudit {
-  op: string;
-  fields: AuditFields;
-}
+export type { AuditEntry, AuditFields, AuditQuery, TxAudit };
 
 /**
- * Append-only audit trail (state/operations.jsonl). Ids keep increasing across restarts: the
- * last id is read back from the file's tail at start. A torn last line (a kill or a full disk
- * mid-append) is cut at start and logged, never glued to the next entry.
- *
- * Appends are group-committed: entries queued while one write + fdatasync runs go out together in
- * the next. A failed append is cut back to the previous length and its entries stay queued, in id
- * order, and are retried (every second, and before any newer entry) until the disk takes them
- * again; record() still resolves then, because the change it describes is already committed. So
- * an entry is lost only if the process dies while the disk is full.
+ * The audit trail as the services use it: record an operation, follow the trail. Entries a
+ * ledger commit carries are written with it by the ledger repository (Tx.audit), not here.
  */
 @Injectable()
-export class AuditService implements OnModuleInit, OnApplicationShutdown {
-  private readonly log = new Logger('Audit');
-  readonly file: string;
-  private lastId = 0;
-  /** In id order. line null: a slot reserved by a ledger commit whose change-log record is not yet durable. */
-  private pending: { id: number; line: string | null; done: () => void }[] = [];
-  /** Every entry up to this id is in the file. */
-  private durableId = 0;
-  private loaded: Promise<void> | null = null;
-  private writing: Promise<void> | null = null;
-  private retryTimer: NodeJS.Timeout | null = null;
-  private failing = false;
-
-  constructor(
-    config: AppConfig,
-    private readonly fs: FileSystem,
-    private readonly clock: Clock,
-    @Optional() private readonly db?: Database,
-  ) {
-    this.file = path.join(config.stateDir, 'operations.jsonl');
-  }
-
-  /** Idempotent: the ledger store calls it first, to recover the entries its change log carries. */
-  onModuleInit(): Promise<void> {
-    return (this.loaded ??= this.load());
-  }
-
-  private async load(): Promise<void> {
-    if (this.db?.enabled) return this.db.init();
-    await this.loadTail();
-    this.durableId = this.lastId;
-  }
-
-  private async loadTail(): Promise<void> {
-    const tail = this.fs.readTailSync(this.file, 64 * 1024);
-    if (!tail) return;
-    const total = this.fs.statSync(this.file)?.size ?? 0;
-    if (!tail.endsWith('\n')) {
-      const cut = tail.lastIndexOf('\n');
-      const keep = total - Buffer.byteLength(cut < 0 ? tail : tail.slice(cut + 1), 'utf8');
-      if (cut < 0 && total > tail.length) {
-        throw new LedgerFileError(this.file, 1, 'last audit line is longer than 64 KiB and unterminated');
-      }
-      this.fs.truncateSync(this.file, keep);
-      this.log.warn(`${this.file}: cut a torn last line (${total - keep} bytes, never acknowledged)`);
-    }
-    // The highest id in the tail: unparsable lines (glued by an old writer, edited by hand) are
-    // skipped by GET /operations and only their ids are taken into account here.
-    const lines = (cutTail(tail) ?? '').split('\n').filter((l) => l.trim() !== '');
-    for (const l of lines) {
-      let id: unknown;
-      try {
-        id = (JSON.parse(l) as { id?: unknown }).id;
-      } catch {
-        for (const m of l.matchAll(/"id":(\d+)/g)) this.lastId = Math.max(this.lastId, Number(m[1]));
-        continue;
-      }
-      if (typeof id === 'number' && Number.isSafeInteger(id) && id > this.lastId) this.lastId = id;
-    }
-  }
-
-  /** PostgreSQL: queued entries go in before Database closes its pool. */
-  async beforeApplicationShutdown(): Promise<void> {
-    if (!this.db?.enabled) return;
-    // One last try for what is queued; a database still failing then loses it (logged).
-    for (let i = 0; i < 3 && (this.writing || this.pgQueue.length); i++) {
-      if (this.retryTimer) clearTimeout(this.retryTimer);
-      this.retryTimer = null;
-      if (!this.writing) this.kickPg();
-      await this.writing;
-    }
-    if (this.pgQueue.length) this.log.error(`${this.pgQueue.length} audit entr(ies) not written at shutdown: the database refused them`);
-  }
-
-  async onApplicationShutdown(): Promise<void> {
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    await this.drain().catch(() => undefined);
-  }
-
-  private readonly taps: ((e: AuditEntry) => void)[] = [];
+export class AuditService {
+  constructor(private readonly repo: AuditRepository) {}
 
   /** Called with every entry as it is recorded (metrics count operations from here). */
   tap(fn: (e: AuditEntry) => void): void {
-    this.taps.push(fn);
+    this.repo.tap(fn);
   }
 
-  /** Records one operation; resolves once it is on disk (or queued for retry on a full disk). */
+  /** Records one operation; resolves once it is durable (or queued for retry while storage refuses it). */
   record(op: string, fields: AuditFields = {}): Promise<AuditEntry> {
-    if (this.db?.enabled) return this.recordPg(op, fields);
-    const { status = 'ok', ...rest } = fields;
-    const entry: AuditEntry = { id: ++this.lastId, ts: this.clock.isoNow(), op, status, ...rest };
-    for (const t of this.taps) t(entry);
-    const line = JSON.stringify(entry) + '\n';
-    return new Promise((resolve) => {
-      this.pending.push({ id: entry.id, line, done: () => resolve(entry) });
-      this.kick();
-    });
+    return this.repo.record(op, fields);
   }
 
-  // ---- Entries carried by a ledger commit (files): ids are reserved before the change-log record
-  // is written (the record carries the entries), the slots hold back every later entry until the
-  // record is durable, then they go out in id order. A kill in between is repaired at start from
-  // the change log (recover); a commit that fails cancels its slots (the ids are skipped).
-
-  /** Reserves ids for a commit's entries, in order, and returns them (their slots wait for fill). */
-  reserve(items: TxAudit[]): AuditEntry[] {
-    return items.map(({ op, fields }) => {
-      const { status = 'ok', ...rest } = fields;
-      const entry: AuditEntry = { id: ++this.lastId, ts: this.clock.isoNow(), op, status, ...rest };
-      this.pending.push({ id: entry.id, line: null, done: () => undefined });
-      return entry;
-    });
+  /** Store import into an empty store: the entries with their own ids, in order. */
+  restore(entries: AuditEntry[]): Promise<void> {
+    return this.repo.restore(entries);
   }
 
-  /** The commit is durable: its entries go out; resolves once they are on disk (or queued for retry). */
-  fill(entries: AuditEntry[]): Promise<void> {
-    const ids = new Map(entries.map((e) => [e.id, e]));
-    const waits: Promise<void>[] = [];
-    for (const p of this.pending) {
-      const e = ids.get(p.id);
-      if (!e || p.line !== null) continue;
-      p.line = JSON.stringify(e) + '\n';
-      waits.push(new Promise((resolve) => (p.done = resolve)));
-      for (const t of this.taps) t(e);
-    }
-    this.kick();
-    return Promise.all(waits).then(() => undefined);
-  }
-
-  /** The commit failed: its slots are dropped. */
-  cancel(entries: AuditEntry[]): void {
-    const ids = new Set(entries.map((e) => e.id));
-    this.pending = this.pending.filter((p) => !ids.has(p.id));
-    this.kick();
-  }
-
-  /** At start, from the change log: the entries of committed changes that never reached the file. */
-  async recover(entries: AuditEntry[]): Promise<number> {
-    await this.onModuleInit();
-    const missing = entries.filter((e) => e.id > this.durableId).sort((x, y) => x.id - y.id);
-    if (!missing.length) return 0;
-    await this.fs.appendDurable(this.file, missing.map((e) => JSON.stringify(e) + '\n').join(''));
-    this.lastId = Math.max(this.lastId, missing[missing.length - 1].id);
-    this.durableId = this.lastId;
-    this.log.warn(`${missing.length} audit entr(ies) of committed changes recovered from the change log`);
-    return missing.length;
-  }
-
-  /** True once every entry up to id is in the file (waits for the write under way). */
-  async durableThrough(id: number): Promise<boolean> {
-    for (let i = 0; i < 3 && this.durableId < id && this.writing; i++) await this.writing;
-    return this.durableId >= id;
-  }
-
-  /** PostgreSQL: the entries of a ledger commit, inserted in its own transaction (ids in commit order). */
-  async insertInTx(c: PoolClient, items: TxAudit[]): Promise<AuditEntry[]> {
-    await this.db!.xactLock(c, LOCK.audit);
-    const base = items.map(({ op, fields }) => {
-      const { status = 'ok', ...rest } = fields;
-      return { ts: this.clock.isoNow(), op, status, ...rest };
-    });
-    const ids = (await c.query<{ id: string }>("SELECT nextval('audit_ids') AS id FROM generate_series(1, $1)", [base.length])).rows.map((r) => Number(r.id));
-    const entries = base.map((b, i) => ({ id: ids[i], ...b }) as AuditEntry);
-    await c.query('INSERT INTO audit (id, entry) SELECT * FROM unnest($1::bigint[], $2::jsonb[])', [ids, entries.map((e) => JSON.stringify(e))]);
-    return entries;
-  }
-
-  /** PostgreSQL: after the commit, the entries reach the taps (metrics). */
-  published(entries: AuditEntry[]): void {
-    for (const e of entries) for (const t of this.taps) t(e);
-  }
-
-  /**
-   * Store import into an empty store: the entries with their own ids, in order; new ids continue
-   * after the last.
-   */
-  async restore(entries: AuditEntry[]): Promise<void> {
-    await this.drain();
-    if (!entries.length) return;
-    if (this.db?.enabled) {
-      await this.db.tx(async (c) => {
-        await c.query('INSERT INTO audit (id, entry) SELECT * FROM unnest($1::bigint[], $2::jsonb[])', [entries.map((e) => e.id), entries.map((e) => JSON.stringify(e))]);
-        await c.query("SELECT setval('audit_ids', $1)", [Math.max(...entries.map((e) => e.id))]);
-      }, LOCK.audit);
-      return;
-    }
-    await this.fs.appendDurable(this.file, entries.map((e) => JSON.stringify(e) + '\n').join(''));
-    this.lastId = Math.max(this.lastId, ...entries.map((e) => e.id));
-    this.durableId = this.lastId;
-  }
-
-  /** Waits until every queued entry was written or failed (and stays queued). */
-  private async drain(): Promise<void> {
-    while (this.writing) await this.writing;
-  }
-
-  // ---- IPXE_CP_STORE=postgres: the audit table; ids from a sequence taken under a lock, so ids
-  // increase in commit order across control planes (a reader following since=cursor misses none).
-  private pgQueue: { entry: Omit<AuditEntry, 'id'>; resolve: (e: AuditEntry) => void; reject: (e: unknown) => void }[] = [];
-
-  private recordPg(op: string, fields: AuditFields): Promise<AuditEntry> {
-    const { status = 'ok', ...rest } = fields;
-    const entry = { ts: this.clock.isoNow(), op, status, ...rest } as Omit<AuditEntry, 'id'>;
-    return new Promise((resolve, reject) => {
-      this.pgQueue.push({ entry, resolve, reject });
-      this.kickPg();
-    });
-  }
-
-  private kickPg(): void {
-    if (this.writing || this.retryTimer || !this.pgQueue.length) return;
-    const batch = this.pgQueue.splice(0);
-    this.writing = this.db!.tx(async (c) => {
-      const ids = (await c.query<{ id: string }>("SELECT nextval('audit_ids') AS id FROM generate_series(1, $1)", [batch.length])).rows.map((r) => Number(r.id));
-      const entries = batch.map((b, i) => ({ id: ids[i], ...b.entry }) as AuditEntry);
-      await c.query('INSERT INTO audit (id, entry) SELECT * FROM unnest($1::bigint[], $2::jsonb[])', [ids, entries.map((e) => JSON.stringify(e))]);
-      return entries;
-    }, LOCK.audit).then(
-      (entries) => {
-        if (this.failing) this.log.log(`audit table writable again; ${batch.length} queued entr(ies) written`);
-        this.failing = false;
-        batch.forEach((b, i) => {
-          for (const t of this.taps) t(entries[i]);
-          b.resolve(entries[i]);
-        });
-      },
-      (err) => {
-        // As with the file: the change each entry describes is committed, so its request is not
-        // failed; the entries stay first in the queue and are retried every second, in order.
-        if (!this.failing) this.log.error({ err }, `audit insert failed; ${batch.length} entr(ies) kept in order and retried`);
-        this.failing = true;
-        this.pgQueue.unshift(...batch.map((b) => ({ ...b, resolve: () => undefined })));
-        batch.forEach((b) => b.resolve({ id: 0, ...b.entry } as AuditEntry));
-        this.retryTimer = setTimeout(() => {
-          this.retryTimer = null;
-          this.kickPg();
-        }, 1000);
-        this.retryTimer.unref?.();
-      },
-    ).finally(() => {
-      this.writing = null;
-      this.kickPg();
-    });
-  }
-
-  private async listPg(opts: AuditQuery & { since: number; limit: number }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
-    await this.drain();
-    const where = ['id > $1'];
-    const args: unknown[] = [opts.since];
-    const arg = (v: unknown) => `$${args.push(v)}`;
-    if (opts.mac) where.push(`(entry->>'mac' = ${arg(opts.mac)} OR entry->'macs' ? ${arg(opts.mac)})`);
-    if (opts.worker_id) where.push(`(entry->>'worker_id' = ${arg(opts.worker_id)} OR entry->'worker_ids' ? ${arg(opts.worker_id)})`);
-    if (opts.agent) where.push(`entry->>'agent' = ${arg(opts.agent)}`);
-    if (opts.op) where.push(opts.op.endsWith('.*') ? `starts_with(entry->>'op', ${arg(opts.op.slice(0, -1))})` : `entry->>'op' = ${arg(opts.op)}`);
-    const order = opts.tail ? 'DESC' : 'ASC';
-    const r = await this.db!.query<{ entry: AuditEntry }>(`SELECT entry FROM audit WHERE ${where.join(' AND ')} ORDER BY id ${order} LIMIT ${arg(opts.tail ?? opts.limit)}`, args);
-    const entries = r.rows.map((x) => x.entry);
-    if (opts.tail) entries.reverse();
-    return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
-  }
-
-  private kick(): void {
-    if (this.writing || !this.pending.length || this.pending[0].line === null) return;
-    this.writing = this.writeBatch().finally(() => {
-      this.writing = null;
-      if (this.pending.length && !this.failing) this.kick();
-    });
-  }
-
-  private async writeBatch(): Promise<void> {
-    // The filled prefix: a reserved slot holds back every later entry (ids reach the file in order).
-    let n = 0;
-    while (n < this.pending.length && this.pending[n].line !== null) n++;
-    const batch = this.pending.slice(0, n);
-    try {
-      await this.fs.appendDurable(this.file, batch.map((b) => b.line).join(''));
-      this.pending.splice(0, batch.length);
-      this.durableId = Math.max(this.durableId, batch[batch.length - 1].id);
-      if (this.failing) this.log.log(`audit log writable again; ${batch.length} queued entr(ies) written`);
-      this.failing = false;
-      for (const b of batch) b.done();
-    } catch (err) {
-      if (!this.failing) this.log.error({ err }, `audit append failed; ${batch.length} entr(ies) kept in order and retried`);
-      this.failing = true;
-      // The change each entry describes is committed: do not fail its request, retry the entry.
-      for (const b of batch) b.done();
-      for (const b of batch) b.done = () => undefined;
-      if (!this.retryTimer) {
-        this.retryTimer = setTimeout(() => {
-          this.retryTimer = null;
-          this.failing = false;
-          this.kick();
-        }, 1000);
-        this.retryTimer.unref?.();
-      }
-    }
-  }
-
-  query(q: AuditQuery): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
+  /** GET /operations. */
+  query(q: AuditQuery): Promise<AuditPage> {
     const mac = q.mac === undefined ? undefined : (normalizeMac(q.mac) ?? undefined);
     if (q.mac !== undefined && !mac) throw badRequest(`mac: invalid MAC address ${JSON.stringify(q.mac)}`);
-    return this.list({ ...q, since: q.since ?? 0, limit: q.limit ?? 1000, mac });
+    return this.repo.list({ ...q, since: q.since ?? 0, limit: q.limit ?? 1000, mac });
   }
 
-  async list(opts: AuditQuery & { since: number; limit: number }): Promise<{ next_cursor: number; entries: AuditEntry[] }> {
-    if (this.db?.enabled) return this.listPg(opts);
-    await this.drain();
-    const match = entryFilter(opts);
-    // tail: a ring of the last N matches, so a live view's first page is one pass over the file.
-    const cap = opts.tail ?? opts.limit;
-    let entries: AuditEntry[] = [];
-    for await (const line of this.fs.readLines(this.file)) {
-      if (!line.trim()) continue;
-      let e: AuditEntry;
-      try {
-        e = JSON.parse(line) as AuditEntry;
-      } catch {
-        continue;
-      }
-      if (!(e.id > opts.since) || !match(e)) continue;
-      entries.push(e);
-      if (entries.length >= cap) {
-        if (!opts.tail) break;
-        if (entries.length >= cap * 2) entries = entries.slice(-cap);
-      }
-    }
-    if (opts.tail) entries = entries.slice(-cap);
-    return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
+  list(opts: AuditQuery & { since: number; limit: number }): Promise<AuditPage> {
+    return this.repo.list(opts);
   }
-}
-
-export interface AuditQuery {
-  since?: number;
-  limit?: number;
-  mac?: string;
-  op?: string;
-  worker_id?: string;
-  agent?: string;
-  tail?: number;
-}
-
-/** The filters of GET /operations, each matched against the entry's own field or its batch list. */
-function entryFilter(q: AuditQuery): (e: AuditEntry) => boolean {
-  const { mac, worker_id: worker, agent, op } = q;
-  const family = op?.endsWith('.*') ? op.slice(0, -1) : undefined;
-  return (e) =>
-    (!mac || e.mac === mac || (Array.isArray(e.macs) && e.macs.includes(mac))) &&
-    (!worker || e.worker_id === worker || (Array.isArray(e.worker_ids) && e.worker_ids.includes(worker))) &&
-    (!agent || e.agent === agent) &&
-    (!op || (family ? typeof e.op === 'string' && e.op.startsWith(family) : e.op === op));
-}
-
-/** The tail without a torn (unterminated) last line. */
-function cutTail(tail: string): string | null {
-  if (tail.endsWith('\n')) return tail;
-  const cut = tail.lastIndexOf('\n');
-  return cut < 0 ? null : tail.slice(0, cut + 1);
 }

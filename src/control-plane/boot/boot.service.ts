@@ -5,8 +5,8 @@ import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../comm
 import { normalizeId, normalizeMac } from '../../shared/mac';
 import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
-import { LedgerStore } from '../repositories/ledger.store';
-import { WorkerRecord } from '../repositories/records';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
+import { WorkerRecord } from '../repositories/ledger/records';
 import { KeyObject } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
@@ -45,7 +45,7 @@ const cacheableRaw = (v: unknown): v is string | undefined => v === undefined ||
 @Injectable()
 export class BootService implements OnModuleInit {
   constructor(
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly settings: SettingsService,
     private readonly disks: DiskVarsResolver,
     private readonly config: AppConfig,
@@ -65,7 +65,7 @@ export class BootService implements OnModuleInit {
 
   /**
    * Rendered answers by (route, format, raw mac, raw hostname). Ledger changes drop exactly the
-   * answers that depend on what changed (LedgerStore.onBootChange: a device's state or binding, a
+   * answers that depend on what changed (LedgerRepository.onBootChange: a device's state or binding, a
    * worker, the names workers answer to), so report telemetry, or a registration elsewhere in the
    * fleet, or another control plane's commits, leave the rest of the cache alone; any change of
    * the settings, the agent registry, the cached capabilities or the credentials (rare, and wide)

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { createHmac, randomFillSync, timingSafeEqual } from 'node:crypto';
 import { Clock } from '../common/clock';
-import { NonceClaim, NonceLedger } from '../repositories/nonce-ledger';
+import { NonceClaim, NonceRepository } from '../repositories/nonces/nonce.repository';
 
 /** A nonce lives this long (to the second: the expiry is sealed in whole seconds). */
 export const CHALLENGE_TTL_MS = 60_000;
@@ -25,13 +25,13 @@ const LABEL = Buffer.from('kurrent challenge v1\0');
  *
  * Nothing is stored when a nonce is issued (a flood of challenges costs no memory, and unknown
  * MACs get an answer of the same shape, so the endpoint is no oracle for which MACs are known).
- * Spending is recorded per use only after the signature verified (NonceLedger: in memory on
+ * Spending is recorded per use only after the signature verified (NonceRepository: in memory on
  * files, shared in PostgreSQL), so a forged request cannot burn a device's nonce.
  */
 @Injectable()
 export class ChallengeService {
   constructor(
-    private readonly nonces: NonceLedger,
+    private readonly nonces: NonceRepository,
     private readonly clock: Clock,
   ) {}
 

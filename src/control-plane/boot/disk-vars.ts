@@ -3,7 +3,7 @@ import { StorageNodeRegistry } from '../storage-nodes/storage-node-registry';
 import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { CredentialsService } from '../credentials/credentials.service';
 import { IscsiAccessService } from '../credentials/iscsi-access.service';
-import { DiskRecord, targetName, WorkerRecord } from '../repositories/records';
+import { DiskRecord, targetName, WorkerRecord } from '../repositories/ledger/records';
 
 export interface DiskVars {
   base_iqn: string;

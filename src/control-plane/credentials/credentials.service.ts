@@ -7,10 +7,10 @@ import { AgentGateway, AgentHttpError } from '../storage-nodes/agent-gateway';
 import { StorageNodeRegistry } from '../storage-nodes/storage-node-registry';
 import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
-import { LedgerStore } from '../repositories/ledger.store';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { Mutex } from '../../shared/files/mutex';
-import { DiskRecord } from '../repositories/records';
-import { CredentialRecord, CredentialStore, FileShape, issuedTo, newPush, PushRecord, RemovalRecord } from './credential-store';
+import { DiskRecord } from '../repositories/ledger/records';
+import { CredentialRecord, CredentialRepository, FileShape, issuedTo, newPush, PushRecord, RemovalRecord } from '../repositories/credentials/credential.repository';
 import type { CredentialDto, SetCredentialDto } from './dto/credential.dto';
 
 /** A value derived from a host's secret, cached by (secret, host): /boot-vars asks on every boot; dropped whole past 50,000. */
@@ -52,7 +52,7 @@ export interface PushOutcome {
 /**
  * Per-worker NVMe-oF credentials (seed 004 section 6): a host NQN, a DH-HMAC-CHAP secret and the
  * TLS PSK derived from it, pushed to every agent that holds one of the worker's NVMe disks. The
- * secret lives only in CredentialStore's 0600 file and in the agents' state; responses, logs and
+ * secret lives only in CredentialRepository's 0600 file and in the agents' state; responses, logs and
  * audit records carry 12-hex hash prefixes.
  */
 @Injectable()
@@ -67,8 +67,8 @@ export class CredentialsService {
   private readonly changeObservers: ((id: string, reason: PushReason) => Promise<unknown>)[] = [];
 
   constructor(
-    private readonly creds: CredentialStore,
-    private readonly store: LedgerStore,
+    private readonly creds: CredentialRepository,
+    private readonly store: LedgerRepository,
     private readonly registry: StorageNodeRegistry,
     private readonly gateway: AgentGateway,
     private readonly audit: AuditService,

@@ -7,8 +7,8 @@ import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { AuditService } from '../audit/audit.service';
 import type { LunChapDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { AppConfig } from '../config/app-config';
-import { LedgerStore } from '../repositories/ledger.store';
-import { DiskRecord, WorkerRecord } from '../repositories/records';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
+import { DiskRecord, WorkerRecord } from '../repositories/ledger/records';
 import { CredentialsService } from './credentials.service';
 
 /** What a reconciler pass did to one LIO target's access. */
@@ -37,7 +37,7 @@ export class IscsiAccessService {
     private readonly registry: StorageNodeRegistry,
     private readonly storageNodes: StorageNodesService,
     private readonly gateway: AgentGateway,
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly audit: AuditService,
     private readonly config: AppConfig,
   ) {

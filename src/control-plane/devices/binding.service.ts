@@ -3,8 +3,8 @@ import { ApiError, conflict, notFound } from '../../shared/http/api-error';
 import { storageFailure } from '../../shared/files/storage-error';
 import { AuditService } from '../audit/audit.service';
 import { DnsmasqService, reloadFailed } from '../dnsmasq/dnsmasq.service';
-import { LedgerStore, Tx } from '../repositories/ledger.store';
-import { DeviceRecord } from '../repositories/records';
+import { LedgerRepository, Tx } from '../repositories/ledger/ledger.repository';
+import { DeviceRecord } from '../repositories/ledger/records';
 
 export interface BindOutcome {
   changed: boolean;
@@ -19,7 +19,7 @@ export interface BindOutcome {
 @Injectable()
 export class BindingService {
   constructor(
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly dnsmasq: DnsmasqService,
     private readonly audit: AuditService,
   ) {}

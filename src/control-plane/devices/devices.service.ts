@@ -7,8 +7,8 @@ import { cleanReportString, isDeviceMac } from '../../shared/grammars';
 import { normalizeId, normalizeMac } from '../../shared/mac';
 import { AuditService } from '../audit/audit.service';
 import { SettingsService } from '../settings/settings.service';
-import { LedgerStore, Tx } from '../repositories/ledger.store';
-import { DeviceRecord, emptyFingerprint, Fingerprint, newDevice } from '../repositories/records';
+import { LedgerRepository, Tx } from '../repositories/ledger/ledger.repository';
+import { DeviceRecord, emptyFingerprint, Fingerprint, newDevice } from '../repositories/ledger/records';
 import { BindingService } from './binding.service';
 import { RegistrationLimiter } from './registration-limiter';
 import type {
@@ -74,7 +74,7 @@ export class DevicesService {
   private readonly keyBudgets = new Map<string, EventBudget>();
 
   constructor(
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly bindings: BindingService,
     private readonly settings: SettingsService,
     private readonly audit: AuditService,

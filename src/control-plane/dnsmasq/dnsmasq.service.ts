@@ -4,7 +4,7 @@ import { ApiError } from '../../shared/http/api-error';
 import { ProcessRunner } from '../../shared/process-runner';
 import { AppConfig } from '../config/app-config';
 import { FileSystem } from '../../shared/files/file-system';
-import { LedgerStore } from '../repositories/ledger.store';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 
 export interface DnsmasqSyncResult {
   /** The file content changed and was rewritten. */
@@ -46,7 +46,7 @@ export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly config: AppConfig,
     private readonly fs: FileSystem,
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly proc: ProcessRunner,
   ) {
     this.file = path.join(config.dnsmasqDir, 'dhcp-hosts.conf');

@@ -2,13 +2,13 @@ import { Controller, Get } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { Public } from '../../shared/http/auth.guard';
-import { StoreSync } from '../repositories/store-sync';
+import { CacheFreshness } from '../repositories/cache-freshness';
 import { HealthDto } from './dto/health.dto';
 
 @ApiTags('health')
 @Controller()
 export class HealthController {
-  constructor(private readonly sync: StoreSync) {}
+  constructor(private readonly freshness: CacheFreshness) {}
 
   /**
    * Health check (no auth, changes nothing): `{"status":"ok"}` while this process serves
@@ -20,6 +20,6 @@ export class HealthController {
   @ApiErrors('public', [503, 'Stale: this control plane has not caught up with the database within IPXE_CP_STALENESS_MAX_MS (PostgreSQL store).'])
   @Get('healthz')
   health(): HealthDto {
-    return this.sync.health();
+    return this.freshness.health();
   }
 }

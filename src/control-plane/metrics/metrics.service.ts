@@ -3,13 +3,13 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { StorageNodeRegistry } from '../storage-nodes/storage-node-registry';
 import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { AuditService } from '../audit/audit.service';
-import { CredentialStore } from '../credentials/credential-store';
+import { CredentialRepository } from '../repositories/credentials/credential.repository';
 import { ReconcilerService } from '../reconciler/reconciler.service';
 import { SettingsService } from '../settings/settings.service';
-import { StoreSync } from '../repositories/store-sync';
+import { CacheFreshness } from '../repositories/cache-freshness';
 import { BootService } from '../boot/boot.service';
 import { logWriteFailures } from '../../shared/http/log-destination';
-import { LedgerStore } from '../repositories/ledger.store';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 
 interface RouteStats {
   statuses: Map<number, number>;
@@ -44,14 +44,14 @@ export class MetricsService implements OnModuleInit {
   private readonly http = new Map<string, Map<string, RouteStats>>();
 
   constructor(
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly settings: SettingsService,
     private readonly storageNodeRegistry: StorageNodeRegistry,
     private readonly storageNodes: StorageNodesService,
-    private readonly creds: CredentialStore,
+    private readonly creds: CredentialRepository,
     private readonly audit: AuditService,
     private readonly reconciler: ReconcilerService,
-    private readonly sync: StoreSync,
+    private readonly freshness: CacheFreshness,
     private readonly boot: BootService,
   ) {}
 
@@ -169,13 +169,13 @@ export class MetricsService implements OnModuleInit {
         this.set(logWriteFailures());
       },
     });
-    const sync = this.sync;
+    const freshness = this.freshness;
     new Gauge({
       name: 'kurrent_store_staleness_seconds',
       help: 'Age of this control plane\'s last completed catch-up with the database (0 on the file store); /healthz fails past IPXE_CP_STALENESS_MAX_MS.',
       registers: r,
       collect() {
-        this.set(sync.stalenessMs() / 1000);
+        this.set(freshness.stalenessMs() / 1000);
       },
     });
     const store = this.store;

@@ -1,6 +1,6 @@
-import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown, Optional } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { conflict } from '../../shared/http/api-error';
-import { Database, LOCK } from '../repositories/pg/database';
+import { ReconcilerLease } from '../repositories/leases/reconciler-lease.repository';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { Clock } from '../common/clock';
 import { secretSha12 } from '../../shared/nvme-keys';
@@ -9,11 +9,11 @@ import { StorageNodeRegistry } from '../storage-nodes/storage-node-registry';
 import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
-import { CredentialStore } from '../credentials/credential-store';
+import { CredentialRepository } from '../repositories/credentials/credential.repository';
 import { AgentHostView, CredentialsService, PushOutcome } from '../credentials/credentials.service';
 import { IscsiAccessService } from '../credentials/iscsi-access.service';
 import type { ReconcileResultDto } from '../credentials/dto/credential.dto';
-import { LedgerStore } from '../repositories/ledger.store';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 
 /**
  * The credential reconciler (design card: "a scheduled reconciler that retries NVMe-oF
@@ -31,8 +31,8 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
   constructor(
     private readonly credentials: CredentialsService,
     private readonly iscsiAccess: IscsiAccessService,
-    private readonly creds: CredentialStore,
-    private readonly store: LedgerStore,
+    private readonly creds: CredentialRepository,
+    private readonly store: LedgerRepository,
     private readonly registry: StorageNodeRegistry,
     private readonly gateway: AgentGateway,
     private readonly storageNodes: StorageNodesService,
@@ -40,20 +40,19 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
     private readonly clock: Clock,
     private readonly config: AppConfig,
     private readonly scheduler: SchedulerRegistry,
-    @Optional() private readonly db?: Database,
+    private readonly lease: ReconcilerLease,
   ) {}
 
   /**
-   * With several control planes on one database, one of them reconciles: the holder of a
-   * session-level advisory lock (the lease). A killed holder's connection closes and PostgreSQL
-   * frees the lock; the others try every IPXE_CP_LEASE_SECONDS and one takes over.
+   * With several control planes on one store, one of them reconciles: the holder of the lease
+   * (ReconcilerLease). The others try every IPXE_CP_LEASE_SECONDS and one takes over.
    */
   leader = true;
   private leaseTimer: NodeJS.Timeout | null = null;
 
   private async tryLead(): Promise<void> {
     const was = this.leader;
-    this.leader = await this.db!.tryLease(LOCK.reconciler).catch(() => false);
+    this.leader = await this.lease.tryTake();
     if (this.leader === was) {
       if (!this.leader) this.waited = true;
       return;
@@ -71,13 +70,11 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
       this.leader = false;
       return;
     }
-    if (this.db?.enabled) {
-      this.leader = false;
-      // Settled before the process serves: the first of several to start is the reconciler.
-      await this.tryLead();
-      this.leaseTimer = setInterval(() => void this.tryLead(), this.config.leaseSeconds * 1000);
-      this.leaseTimer.unref();
-    }
+    this.leader = false;
+    // Settled before the process serves: the first of several to start is the reconciler.
+    await this.tryLead();
+    this.leaseTimer = setInterval(() => void this.tryLead(), this.config.leaseSeconds * 1000);
+    this.leaseTimer.unref();
     if (!this.config.reconcileSeconds) return;
     const t = setInterval(() => {
       if (this.leader) void this.pass().catch((err) => this.log.error(`reconciler pass failed: ${(err as Error).message}`));

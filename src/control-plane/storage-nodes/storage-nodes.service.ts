@@ -2,7 +2,7 @@ import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { ApiError, badRequest, conflict, notFound } from '../../shared/http/api-error';
 import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
-import { LedgerStore } from '../repositories/ledger.store';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, MasterDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, StorageNodeRegistry, BASE_URL_RULE, normalizeBaseUrl } from './storage-node-registry';
@@ -32,7 +32,7 @@ export class StorageNodesService implements OnApplicationBootstrap {
     private readonly registry: StorageNodeRegistry,
     private readonly gateway: AgentGateway,
     private readonly config: AppConfig,
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly audit: AuditService,
   ) {}
 

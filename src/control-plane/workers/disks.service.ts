@@ -10,9 +10,9 @@ import { AuditService } from '../audit/audit.service';
 import type { CreatedLunDto } from '../../shared/agent-contract/luns.dto';
 import { CredentialsService } from '../credentials/credentials.service';
 import { IscsiAccessService } from '../credentials/iscsi-access.service';
-import { LedgerStore } from '../repositories/ledger.store';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { Mutex } from '../../shared/files/mutex';
-import { CdRecord, DiskRecord, targetName, WorkerRecord, WorkerState, withoutTarget } from '../repositories/records';
+import { CdRecord, DiskRecord, targetName, WorkerRecord, WorkerState, withoutTarget } from '../repositories/ledger/records';
 import type { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DiskSpecDto } from './dto/disk.dto';
 
 export function workerState(w: Pick<WorkerRecord, 'cd' | 'disks'>): WorkerState {
@@ -42,7 +42,7 @@ export class DisksService {
   private readonly workerLocks = new Map<string, Mutex>();
 
   constructor(
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly storageNodes: StorageNodesService,
     private readonly registry: StorageNodeRegistry,
     private readonly audit: AuditService,

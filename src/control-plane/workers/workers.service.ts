@@ -6,8 +6,8 @@ import { normalizeId, normalizeMac } from '../../shared/mac';
 import { BindingService } from '../devices/binding.service';
 import { DnsmasqService } from '../dnsmasq/dnsmasq.service';
 import { CredentialsService } from '../credentials/credentials.service';
-import { LedgerStore, Tx } from '../repositories/ledger.store';
-import { CdRecord, newWorker, targetName, withoutTarget, WorkerRecord } from '../repositories/records';
+import { LedgerRepository, Tx } from '../repositories/ledger/ledger.repository';
+import { CdRecord, newWorker, targetName, withoutTarget, WorkerRecord } from '../repositories/ledger/records';
 import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import type { LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { DisksService, workerState } from './disks.service';
@@ -22,7 +22,7 @@ type AuditCall = [op: string, fields: Record<string, unknown>];
 @Injectable()
 export class WorkersService {
   constructor(
-    private readonly store: LedgerStore,
+    private readonly store: LedgerRepository,
     private readonly bindings: BindingService,
     private readonly dnsmasq: DnsmasqService,
     private readonly clock: Clock,

@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Equals, IsOptional, IsString, MaxLength } from 'class-validator';
-import { PUSH_STATES } from '../credential-store';
+import { PUSH_STATES } from '../../repositories/credentials/credential.repository';
 
 /** Where a worker's credential stands on one agent. */
 export class CredentialPushDto {

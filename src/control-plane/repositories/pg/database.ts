@@ -42,13 +42,8 @@ export class Database implements OnApplicationShutdown {
 
   constructor(private readonly config: AppConfig) {}
 
-  get enabled(): boolean {
-    return this.config.store === 'postgres';
-  }
-
   /** Connects and migrates once; every PostgreSQL user awaits it in its onModuleInit. */
   init(): Promise<void> {
-    if (!this.enabled) return Promise.resolve();
     this.ready ??= this.connect();
     return this.ready;
   }

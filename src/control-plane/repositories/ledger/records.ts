@@ -1,9 +1,9 @@
-import { keySha256 } from '../common/device-key';
+import { keySha256 } from '../../common/device-key';
 
 const PUBKEY_FORM = /^04[0-9a-f]{128}$/;
-import { isDeviceMac } from '../../shared/grammars';
-import { normalizeId, normalizeMac } from '../../shared/mac';
-import type { Validator } from '../../shared/files/ledger-map';
+import { isDeviceMac } from '../../../shared/grammars';
+import { normalizeId, normalizeMac } from '../../../shared/mac';
+import type { Validator } from '../../../shared/files/ledger-map';
 
 export const DEVICE_STATES = ['pooled', 'bound', 'revoked'] as const;
 export type DeviceState = (typeof DEVICE_STATES)[number];

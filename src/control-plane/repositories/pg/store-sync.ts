@@ -1,8 +1,8 @@
-import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown, Optional } from '@nestjs/common';
-import { ApiError } from '../../shared/http/api-error';
-import { Clock } from '../common/clock';
-import { AppConfig } from '../config/app-config';
-import { Database } from './pg/database';
+import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Clock } from '../../common/clock';
+import { AppConfig } from '../../config/app-config';
+import { CacheFreshness } from '../cache-freshness';
+import { Database } from './database';
 
 /** A cache of PostgreSQL state: the version it has applied, and how to catch up. */
 export interface SyncedPart {
@@ -22,10 +22,9 @@ export type SyncedName = 'ledger' | 'settings' | 'credentials';
  * reads the version of each part in one query and catches up the parts that are behind. The
  * staleness is the age of the last round that completed: /healthz fails past
  * IPXE_CP_STALENESS_MAX_MS (a load balancer then takes the process out) and /metrics shows it.
- * The file store has one process and no staleness.
  */
 @Injectable()
-export class StoreSync implements OnApplicationBootstrap, OnApplicationShutdown {
+export class StoreSync extends CacheFreshness implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly log = new Logger('StoreSync');
   private readonly parts = new Map<SyncedName, SyncedPart>();
   private syncedAt = 0;
@@ -34,13 +33,11 @@ export class StoreSync implements OnApplicationBootstrap, OnApplicationShutdown 
   private warned = false;
 
   constructor(
-    private readonly config: AppConfig,
+    config: AppConfig,
     private readonly clock: Clock,
-    @Optional() private readonly db?: Database,
-  ) {}
-
-  private get pg(): boolean {
-    return !!this.db?.enabled;
+    private readonly db: Database,
+  ) {
+    super(config);
   }
 
   register(name: SyncedName, part: SyncedPart): void {
@@ -50,7 +47,6 @@ export class StoreSync implements OnApplicationBootstrap, OnApplicationShutdown 
   onApplicationBootstrap(): void {
     // Every part loaded from the database during init.
     this.syncedAt = this.clock.now().getTime();
-    if (!this.pg) return;
     this.timer = setInterval(() => void this.round(), this.config.syncMs);
     this.timer.unref();
   }
@@ -60,18 +56,8 @@ export class StoreSync implements OnApplicationBootstrap, OnApplicationShutdown 
     this.timer = null;
   }
 
-  /** Milliseconds since the cache was last known to match the database (0 on files). */
-  stalenessMs(): number {
-    return this.pg ? Math.max(0, this.clock.now().getTime() - this.syncedAt) : 0;
-  }
-
-  /** GET /healthz: ok, or a 503 saying how stale this process is. */
-  health(): { status: 'ok' } {
-    const ms = this.stalenessMs();
-    if (ms > this.config.stalenessMaxMs) {
-      throw new ApiError(503, `stale: this control plane last caught up with the database ${ms} ms ago (bound IPXE_CP_STALENESS_MAX_MS=${this.config.stalenessMaxMs})`);
-    }
-    return { status: 'ok' };
+  override stalenessMs(): number {
+    return Math.max(0, this.clock.now().getTime() - this.syncedAt);
   }
 
   /** One round (never two at once): read every version, catch up what is behind. */
@@ -83,7 +69,7 @@ export class StoreSync implements OnApplicationBootstrap, OnApplicationShutdown 
   private async roundOnce(): Promise<void> {
     const started = this.clock.now().getTime();
     try {
-      const r = await this.db!.query<{ ledger: string; settings: string | null; credentials: string | null }>(
+      const r = await this.db.query<{ ledger: string; settings: string | null; credentials: string | null }>(
         `SELECT (SELECT coalesce(max(id), 0) FROM ledger_changes) AS ledger,
                 (SELECT version FROM documents WHERE name = 'settings') AS settings,
                 (SELECT version FROM documents WHERE name = 'credentials') AS credentials`,

@@ -1,8 +1,8 @@
+import { FileLedgerRepository } from '../../src/control-plane/repositories/ledger/file-ledger.repository';
 import { Logger } from '@nestjs/common';
 import { ApiError } from '../../src/shared/http/api-error';
 import { loadConfig } from '../../src/control-plane/config/app-config';
-import { LedgerStore } from '../../src/control-plane/repositories/ledger.store';
-import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/control-plane/repositories/records';
+import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/control-plane/repositories/ledger/records';
 import { MemFs } from '../helpers/mem-fs';
 
 const device = (mac: string, worker: string | null, last_seen: string | null = null): DeviceRecord =>
@@ -12,7 +12,7 @@ const M1 = '02:00:00:00:00:01';
 const M2 = '02:00:00:00:00:02';
 
 async function setup(fs = new MemFs(), env: Record<string, string> = {}) {
-  const store = new LedgerStore(
+  const store = new FileLedgerRepository(
     loadConfig({ IPXE_CP_STATE_DIR: '/s', IPXE_CP_REPORT_FLUSH_MS: '0', IPXE_CP_CHECKPOINT_MS: '600000', ...env }),
     fs,
   );
@@ -22,7 +22,7 @@ async function setup(fs = new MemFs(), env: Record<string, string> = {}) {
 
 const walLines = (fs: MemFs) => (fs.files.get('/s/ledger.wal') ?? '').split('\n').filter(Boolean);
 
-describe('LedgerStore', () => {
+describe('LedgerRepository', () => {
   beforeAll(() => Logger.overrideLogger(false));
 
   it('a commit is one fsynced change-log record, visible only after it; the YAML files are checkpoints', async () => {

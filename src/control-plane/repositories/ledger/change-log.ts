@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { crc32 } from 'node:zlib';
-import type { FileSystem } from '../../shared/files/file-system';
-import { LedgerFileError } from '../../shared/files/ledger-map';
+import type { FileSystem } from '../../../shared/files/file-system';
+import { LedgerFileError } from '../../../shared/files/ledger-map';
 
 /** One committed transaction: the full new value of every changed key (null = deleted). */
 export interface ChangeRecord {

@@ -1,0 +1,242 @@
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import * as path from 'node:path';
+import { FileSystem } from '../../../shared/files/file-system';
+import { LedgerFileError } from '../../../shared/files/ledger-map';
+import { Clock } from '../../common/clock';
+import { AppConfig } from '../../config/app-config';
+import { AuditEntry, AuditFields, AuditPage, AuditQuery, AuditRepository, newEntry, TxAudit } from './audit.repository';
+
+/**
+ * The file audit trail (state/operations.jsonl). Ids keep increasing across restarts: the last id
+ * is read back from the file's tail at start. A torn last line (a kill or a full disk mid-append)
+ * is cut at start and logged, never glued to the next entry.
+ *
+ * Appends are group-committed: entries queued while one write + fdatasync runs go out together in
+ * the next. A failed append is cut back to the previous length and its entries stay queued, in id
+ * order, and are retried (every second, and before any newer entry) until the disk takes them
+ * again; record() still resolves then, because the change it describes is already committed. So
+ * an entry is lost only if the process dies while the disk is full.
+ */
+@Injectable()
+export class FileAuditRepository extends AuditRepository implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('Audit');
+  readonly file: string;
+  private lastId = 0;
+  /** In id order. line null: a slot reserved by a ledger commit whose change-log record is not yet durable. */
+  private pending: { id: number; line: string | null; done: () => void }[] = [];
+  /** Every entry up to this id is in the file. */
+  private durableId = 0;
+  private loaded: Promise<void> | null = null;
+  private writing: Promise<void> | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private failing = false;
+
+  constructor(
+    config: AppConfig,
+    private readonly fs: FileSystem,
+    private readonly clock: Clock,
+  ) {
+    super();
+    this.file = path.join(config.stateDir, 'operations.jsonl');
+  }
+
+  /** Idempotent: the ledger repository calls it first, to recover the entries its change log carries. */
+  onModuleInit(): Promise<void> {
+    return (this.loaded ??= this.load());
+  }
+
+  private async load(): Promise<void> {
+    await this.loadTail();
+    this.durableId = this.lastId;
+  }
+
+  private async loadTail(): Promise<void> {
+    const tail = this.fs.readTailSync(this.file, 64 * 1024);
+    if (!tail) return;
+    const total = this.fs.statSync(this.file)?.size ?? 0;
+    if (!tail.endsWith('\n')) {
+      const cut = tail.lastIndexOf('\n');
+      const keep = total - Buffer.byteLength(cut < 0 ? tail : tail.slice(cut + 1), 'utf8');
+      if (cut < 0 && total > tail.length) {
+        throw new LedgerFileError(this.file, 1, 'last audit line is longer than 64 KiB and unterminated');
+      }
+      this.fs.truncateSync(this.file, keep);
+      this.log.warn(`${this.file}: cut a torn last line (${total - keep} bytes, never acknowledged)`);
+    }
+    // The highest id in the tail: unparsable lines (glued by an old writer, edited by hand) are
+    // skipped by GET /operations and only their ids are taken into account here.
+    const lines = (cutTail(tail) ?? '').split('\n').filter((l) => l.trim() !== '');
+    for (const l of lines) {
+      let id: unknown;
+      try {
+        id = (JSON.parse(l) as { id?: unknown }).id;
+      } catch {
+        for (const m of l.matchAll(/"id":(\d+)/g)) this.lastId = Math.max(this.lastId, Number(m[1]));
+        continue;
+      }
+      if (typeof id === 'number' && Number.isSafeInteger(id) && id > this.lastId) this.lastId = id;
+    }
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    await this.drain().catch(() => undefined);
+  }
+
+  record(op: string, fields: AuditFields = {}): Promise<AuditEntry> {
+    const entry = { id: ++this.lastId, ...newEntry(this.clock.isoNow(), op, fields) } as AuditEntry;
+    for (const t of this.taps) t(entry);
+    const line = JSON.stringify(entry) + '\n';
+    return new Promise((resolve) => {
+      this.pending.push({ id: entry.id, line, done: () => resolve(entry) });
+      this.kick();
+    });
+  }
+
+  // ---- Entries carried by a ledger commit: ids are reserved before the change-log record is
+  // written (the record carries the entries), the slots hold back every later entry until the
+  // record is durable, then they go out in id order. A kill in between is repaired at start from
+  // the change log (recover); a commit that fails cancels its slots (the ids are skipped).
+
+  /** Reserves ids for a commit's entries, in order, and returns them (their slots wait for fill). */
+  reserve(items: TxAudit[]): AuditEntry[] {
+    return items.map(({ op, fields }) => {
+      const entry = { id: ++this.lastId, ...newEntry(this.clock.isoNow(), op, fields) } as AuditEntry;
+      this.pending.push({ id: entry.id, line: null, done: () => undefined });
+      return entry;
+    });
+  }
+
+  /** The commit is durable: its entries go out; resolves once they are on disk (or queued for retry). */
+  fill(entries: AuditEntry[]): Promise<void> {
+    const ids = new Map(entries.map((e) => [e.id, e]));
+    const waits: Promise<void>[] = [];
+    for (const p of this.pending) {
+      const e = ids.get(p.id);
+      if (!e || p.line !== null) continue;
+      p.line = JSON.stringify(e) + '\n';
+      waits.push(new Promise((resolve) => (p.done = resolve)));
+      for (const t of this.taps) t(e);
+    }
+    this.kick();
+    return Promise.all(waits).then(() => undefined);
+  }
+
+  /** The commit failed: its slots are dropped. */
+  cancel(entries: AuditEntry[]): void {
+    const ids = new Set(entries.map((e) => e.id));
+    this.pending = this.pending.filter((p) => !ids.has(p.id));
+    this.kick();
+  }
+
+  /** At start, from the change log: the entries of committed changes that never reached the file. */
+  async recover(entries: AuditEntry[]): Promise<number> {
+    await this.onModuleInit();
+    const missing = entries.filter((e) => e.id > this.durableId).sort((x, y) => x.id - y.id);
+    if (!missing.length) return 0;
+    await this.fs.appendDurable(this.file, missing.map((e) => JSON.stringify(e) + '\n').join(''));
+    this.lastId = Math.max(this.lastId, missing[missing.length - 1].id);
+    this.durableId = this.lastId;
+    this.log.warn(`${missing.length} audit entr(ies) of committed changes recovered from the change log`);
+    return missing.length;
+  }
+
+  /** True once every entry up to id is in the file (waits for the write under way). */
+  async durableThrough(id: number): Promise<boolean> {
+    for (let i = 0; i < 3 && this.durableId < id && this.writing; i++) await this.writing;
+    return this.durableId >= id;
+  }
+
+  async restore(entries: AuditEntry[]): Promise<void> {
+    await this.drain();
+    if (!entries.length) return;
+    await this.fs.appendDurable(this.file, entries.map((e) => JSON.stringify(e) + '\n').join(''));
+    this.lastId = Math.max(this.lastId, ...entries.map((e) => e.id));
+    this.durableId = this.lastId;
+  }
+
+  /** Waits until every queued entry was written or failed (and stays queued). */
+  private async drain(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  private kick(): void {
+    if (this.writing || !this.pending.length || this.pending[0].line === null) return;
+    this.writing = this.writeBatch().finally(() => {
+      this.writing = null;
+      if (this.pending.length && !this.failing) this.kick();
+    });
+  }
+
+  private async writeBatch(): Promise<void> {
+    // The filled prefix: a reserved slot holds back every later entry (ids reach the file in order).
+    let n = 0;
+    while (n < this.pending.length && this.pending[n].line !== null) n++;
+    const batch = this.pending.slice(0, n);
+    try {
+      await this.fs.appendDurable(this.file, batch.map((b) => b.line).join(''));
+      this.pending.splice(0, batch.length);
+      this.durableId = Math.max(this.durableId, batch[batch.length - 1].id);
+      if (this.failing) this.log.log(`audit log writable again; ${batch.length} queued entr(ies) written`);
+      this.failing = false;
+      for (const b of batch) b.done();
+    } catch (err) {
+      if (!this.failing) this.log.error({ err }, `audit append failed; ${batch.length} entr(ies) kept in order and retried`);
+      this.failing = true;
+      // The change each entry describes is committed: do not fail its request, retry the entry.
+      for (const b of batch) b.done();
+      for (const b of batch) b.done = () => undefined;
+      if (!this.retryTimer) {
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = null;
+          this.failing = false;
+          this.kick();
+        }, 1000);
+        this.retryTimer.unref?.();
+      }
+    }
+  }
+
+  async list(opts: AuditQuery & { since: number; limit: number }): Promise<AuditPage> {
+    await this.drain();
+    const match = entryFilter(opts);
+    // tail: a ring of the last N matches, so a live view's first page is one pass over the file.
+    const cap = opts.tail ?? opts.limit;
+    let entries: AuditEntry[] = [];
+    for await (const line of this.fs.readLines(this.file)) {
+      if (!line.trim()) continue;
+      let e: AuditEntry;
+      try {
+        e = JSON.parse(line) as AuditEntry;
+      } catch {
+        continue;
+      }
+      if (!(e.id > opts.since) || !match(e)) continue;
+      entries.push(e);
+      if (entries.length >= cap) {
+        if (!opts.tail) break;
+        if (entries.length >= cap * 2) entries = entries.slice(-cap);
+      }
+    }
+    if (opts.tail) entries = entries.slice(-cap);
+    return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
+  }
+}
+
+/** The filters of GET /operations, each matched against the entry's own field or its batch list. */
+function entryFilter(q: AuditQuery): (e: AuditEntry) => boolean {
+  const { mac, worker_id: worker, agent, op } = q;
+  const family = op?.endsWith('.*') ? op.slice(0, -1) : undefined;
+  return (e) =>
+    (!mac || e.mac === mac || (Array.isArray(e.macs) && e.macs.includes(mac))) &&
+    (!worker || e.worker_id === worker || (Array.isArray(e.worker_ids) && e.worker_ids.includes(worker))) &&
+    (!agent || e.agent === agent) &&
+    (!op || (family ? typeof e.op === 'string' && e.op.startsWith(family) : e.op === op));
+}
+
+/** The tail without a torn (unterminated) last line. */
+function cutTail(tail: string): string | null {
+  if (tail.endsWith('\n')) return tail;
+  const cut = tail.lastIndexOf('\n');
+  return cut < 0 ? null : tail.slice(0, cut + 1);
+}

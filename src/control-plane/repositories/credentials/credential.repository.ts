@@ -1,0 +1,101 @@
+import { Mutex } from '../../../shared/files/mutex';
+
+export const PUSH_STATES = ['pushed', 'pending', 'failed', 'removing'] as const;
+export type PushState = (typeof PUSH_STATES)[number];
+
+/** Where one worker's credential stands on one agent. No secret in here. */
+export interface PushRecord {
+  state: PushState;
+  attempts: number;
+  last_error: string | null;
+  last_attempt_at: string | null;
+  next_attempt_at: string | null;
+  /** 12-hex hash of the key the agent last accepted (null: never). */
+  key_sha256: string | null;
+  /** Subsystems the agent last linked to the host. */
+  subsystems: string[];
+  /** The last failure was the agent saying no (an HTTP error), not the agent being away. */
+  rejected?: boolean;
+}
+
+export interface CredentialRecord {
+  worker_id: string;
+  hostnqn: string;
+  /** The secret (`DHHC-1:..`); the TLS PSK is derived from it, never stored. */
+  dhchap_key: string;
+  issued_at: string;
+  revoked: boolean;
+  revoked_at: string | null;
+  agents: Record<string, PushRecord>;
+  /** The incarnation of the worker it was issued to (WorkerRecord.incarnation; absent for older workers). */
+  worker_incarnation?: string | null;
+}
+
+/** A credential belongs to the worker of its id only if issued to that incarnation of it. */
+export function issuedTo(c: CredentialRecord, w: { incarnation?: string } | undefined): boolean {
+  return !!w && (c.worker_incarnation ?? null) === (w.incarnation ?? null);
+}
+
+/** A host to take off an agent after its worker was deleted. */
+export interface RemovalRecord {
+  worker_id: string;
+  hostnqn: string;
+  agent: string;
+  attempts: number;
+  last_error: string | null;
+  last_attempt_at: string | null;
+  next_attempt_at: string | null;
+}
+
+export interface FileShape {
+  version: 1;
+  credentials: Record<string, CredentialRecord>;
+  removals: RemovalRecord[];
+}
+
+export const newPush = (): PushRecord => ({ state: 'pending', attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null, key_sha256: null, subsystems: [] });
+
+/**
+ * NVMe-oF credentials (secrets included) and their push bookkeeping: the only place the control
+ * plane keeps NVMe secrets. Reads are served from memory; the engine (nvme-credentials.json, or
+ * the credentials tables) is chosen once by RepositoriesModule.
+ */
+export abstract class CredentialRepository {
+  protected data: FileShape = { version: 1, credentials: {}, removals: [] };
+  /** Bumped by every change and note: cached boot answers depend on the credentials and push states. */
+  revision = 0;
+  protected readonly lock = new Mutex();
+
+  /** Everything, secrets included (store export: the bundle is as sensitive as this store). */
+  snapshot(): FileShape {
+    return structuredClone(this.data);
+  }
+
+  get(workerId: string): CredentialRecord | undefined {
+    return this.data.credentials[workerId];
+  }
+
+  all(): CredentialRecord[] {
+    return Object.values(this.data.credentials);
+  }
+
+  removals(): RemovalRecord[] {
+    return this.data.removals;
+  }
+
+  /**
+   * Runs fn on a copy of the state, one change at a time, and makes the result durable before it
+   * becomes the state. A failed write leaves the previous state in place. For secrets and what
+   * operators did (issue, rotate, revoke, delete).
+   */
+  abstract change<R>(fn: (d: FileShape) => R): Promise<R>;
+
+  /**
+   * Push bookkeeping (states, attempts, retry times). The engine may apply it at once and write it
+   * shortly after: the reconciler re-derives what a crash loses from what the agents list.
+   */
+  abstract note<R>(fn: (d: FileShape) => R): Promise<R>;
+
+  /** Writes what note() has not written yet. */
+  abstract flush(): Promise<void>;
+}

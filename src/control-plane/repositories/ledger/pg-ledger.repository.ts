@@ -1,0 +1,239 @@
+import { BeforeApplicationShutdown, Injectable, OnModuleInit } from '@nestjs/common';
+import type { PoolClient } from 'pg';
+import { FileSystem } from '../../../shared/files/file-system';
+import { ApiError } from '../../../shared/http/api-error';
+import { AppConfig } from '../../config/app-config';
+import type { AuditEntry } from '../audit/audit.repository';
+import { PgAuditRepository } from '../audit/pg-audit.repository';
+import { Database, LOCK } from '../pg/database';
+import { StoreSync } from '../pg/store-sync';
+import { LedgerRepository, Tx } from './ledger.repository';
+import { DeviceRecord, WorkerRecord } from './records';
+
+/**
+ * The tables are the truth, memory a cache of them. Every commit of every control plane takes
+ * the ledger's advisory lock, catches this cache up to the last committed change, runs the
+ * transaction against it, writes the changed rows and one ledger_changes row, and commits:
+ * writers are serialised across processes exactly as the write lock serialises them inside
+ * one, and the unique index and foreign key make any slip a failed commit, never a broken
+ * invariant. Reads (the boot path included) are served from memory, which the other
+ * processes' commits reach through NOTIFY kurrent_ledger (milliseconds; a lost connection
+ * catches up in full on reconnect, and every commit catches up first anyway).
+ */
+@Injectable()
+export class PgLedgerRepository extends LedgerRepository implements OnModuleInit, BeforeApplicationShutdown {
+  /** The id of the last ledger_changes row applied to memory. */
+  private version = 0;
+  private catching: Promise<void> | null = null;
+  private again = false;
+
+  constructor(
+    config: AppConfig,
+    fs: FileSystem,
+    private readonly audit: PgAuditRepository,
+    private readonly db: Database,
+    private readonly sync: StoreSync,
+  ) {
+    super(config, fs);
+  }
+
+  async onModuleInit(): Promise<void> {
+    await this.db.init();
+    await this.db.listen('kurrent_ledger', (payload) => {
+      const [id, origin] = payload.split(' ');
+      if (origin === this.config.nodeId && Number(id) <= this.version) return;
+      this.scheduleCatchUp();
+    });
+    await this.reloadPg();
+    // NOTIFY can be lost silently: StoreSync checks the feed's newest id every IPXE_CP_SYNC_MS.
+    this.sync.register('ledger', { appliedVersion: () => this.version, refresh: () => this.lock.run(() => this.catchUp()) });
+    // The feed only has to reach processes that were away a short while (others reload in full):
+    // an hour of it is kept, and always the newest row, the version every process starts from.
+    this.pruneTimer = setInterval(() => {
+      void this.db.query("DELETE FROM ledger_changes WHERE at < now() - interval '1 hour' AND id < (SELECT max(id) FROM ledger_changes)").catch(() => undefined);
+    }, 10 * 60_000);
+    this.pruneTimer.unref();
+  }
+
+  private pruneTimer: NodeJS.Timeout | null = null;
+
+  /** Everything from the tables (start, or a cache too far behind the pruned feed). */
+  private async reloadPg(c?: PoolClient): Promise<void> {
+    const q = c ? c.query.bind(c) : this.db.query.bind(this.db);
+    const version = Number((await q('SELECT coalesce(max(id), 0) AS v FROM ledger_changes')).rows[0].v);
+    const devs = (await q('SELECT mac, data FROM devices')).rows as { mac: string; data: DeviceRecord }[];
+    const wks = (await q('SELECT worker_id, data FROM workers')).rows as { worker_id: string; data: WorkerRecord }[];
+    const dm = new Set(devs.map((r) => r.mac));
+    const wm = new Set(wks.map((r) => r.worker_id));
+    for (const k of [...this.devices.entries()].map(([k]) => k)) if (!dm.has(k)) this.devices.replay(k, undefined);
+    for (const k of [...this.workers.entries()].map(([k]) => k)) if (!wm.has(k)) this.workers.replay(k, undefined);
+    for (const r of devs) this.devices.replay(r.mac, r.data);
+    for (const r of wks) this.workers.replay(r.worker_id, r.data);
+    this.version = version;
+    this.invalidate();
+    this.externalChange();
+  }
+
+  private scheduleCatchUp(): void {
+    if (this.catching) {
+      this.again = true;
+      return;
+    }
+    this.catching = this.lock
+      .run(() => this.catchUp())
+      .catch((err) => this.log.warn(`catching up with the database failed (${(err as Error).message}); the next commit or notification retries`))
+      .finally(() => {
+        this.catching = null;
+        if (this.again && !this.closing) {
+          this.again = false;
+          this.scheduleCatchUp();
+        }
+      });
+  }
+
+  /** Applies the commits of other processes since our version: their keys' current rows. */
+  private async catchUp(c?: PoolClient): Promise<void> {
+    const q = c ? c.query.bind(c) : this.db.query.bind(this.db);
+    const rows = (await q('SELECT id, devices, workers FROM ledger_changes WHERE id > $1 ORDER BY id', [this.version])).rows as { id: string; devices: string[]; workers: string[] }[];
+    if (!rows.length) return;
+    // Pruned past us: the feed no longer says what changed.
+    if (Number(rows[0].id) !== this.version + 1) {
+      const min = Number((await q('SELECT min(id) AS m FROM ledger_changes')).rows[0].m);
+      if (min > this.version + 1) return this.reloadPg(c);
+    }
+    const dk = [...new Set(rows.flatMap((r) => r.devices))];
+    const wk = [...new Set(rows.flatMap((r) => r.workers))];
+    const d = new Map<string, DeviceRecord | undefined>(dk.map((k) => [k, undefined]));
+    const w = new Map<string, WorkerRecord | undefined>(wk.map((k) => [k, undefined]));
+    if (dk.length) for (const r of (await q('SELECT mac, data FROM devices WHERE mac = ANY($1)', [dk])).rows as { mac: string; data: DeviceRecord }[]) d.set(r.mac, r.data);
+    if (wk.length) for (const r of (await q('SELECT worker_id, data FROM workers WHERE worker_id = ANY($1)', [wk])).rows as { worker_id: string; data: WorkerRecord }[]) w.set(r.worker_id, r.data);
+    // Telemetry this process has not written yet stays on top of what arrives.
+    for (const [k, v] of d) {
+      const mine = this.devices.dirtyKeys.has(k) ? this.devices.get(k) : undefined;
+      if (v && mine) d.set(k, { ...v, uuid: mine.uuid, fingerprint: mine.fingerprint, first_seen: v.first_seen ?? mine.first_seen, last_seen: mine.last_seen });
+    }
+    this.applyCommitted({ d, w });
+    this.version = Number(rows[rows.length - 1].id);
+    this.externalChange();
+  }
+
+  async commit<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
+    let result!: R;
+    type Done = { d: Map<string, DeviceRecord | undefined>; w: Map<string, WorkerRecord | undefined>; id: number; t0: number };
+    let done = null as Done | null;
+    let audited: AuditEntry[] = [];
+    await this.db.tx(async (c) => {
+      await this.catchUp(c);
+      const tx = new Tx(this);
+      result = await fn(tx);
+      const { d, w } = this.changesOf(tx);
+      // Under the ledger lock, then the audit lock: ids in commit order, entry and change together.
+      if (tx.audits.length) {
+        audited = await this.audit
+          .insertInTx(c, tx.audits)
+          .catch((e: Error) => {
+            throw new ApiError(503, `the database refused the audit entry, nothing was changed: ${e.message}`);
+          });
+      }
+      if (!d.size && !w.size) return;
+      const t0 = performance.now();
+      await this.writeRows(c, d, w);
+      const id = Number((await c.query('INSERT INTO ledger_changes (origin, devices, workers) VALUES ($1, $2, $3) RETURNING id', [this.config.nodeId, [...d.keys()], [...w.keys()]])).rows[0].id);
+      await c.query('SELECT pg_notify($1, $2)', ['kurrent_ledger', `${id} ${this.config.nodeId}`]);
+      done = { d, w, id, t0 };
+    }, LOCK.ledger).catch((e) => {
+      throw pgFailure(e);
+    });
+    if (audited.length) this.audit.published(audited);
+    const fin = done as Done | null;
+    if (!fin) return result;
+    const { d, w, id, t0 } = fin;
+    // Timed to the COMMIT, the durable point.
+    this.observeCommit((performance.now() - t0) / 1000, 'commit');
+    this.applyCommitted({ d, w });
+    for (const k of d.keys()) this.devices.dirtyKeys.delete(k);
+    this.version = id;
+    return result;
+  }
+
+  private async writeRows(c: PoolClient, d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>): Promise<void> {
+    const wDel = [...w].filter(([, v]) => !v).map(([k]) => k);
+    const wUp = [...w].filter(([, v]) => v) as [string, WorkerRecord][];
+    const dDel = [...d].filter(([, v]) => !v).map(([k]) => k);
+    const dUp = [...d].filter(([, v]) => v) as [string, DeviceRecord][];
+    if (dDel.length) await c.query('DELETE FROM devices WHERE mac = ANY($1)', [dDel]);
+    // Hostnames move between workers inside one commit: free them before the upsert claims them.
+    if (wDel.length) await c.query('DELETE FROM workers WHERE worker_id = ANY($1)', [wDel]);
+    if (wUp.length) {
+      await c.query("UPDATE workers SET hostname = worker_id || '/moving' WHERE worker_id = ANY($1)", [wUp.map(([k]) => k)]);
+      await c.query(
+        `INSERT INTO workers (worker_id, hostname, data) SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])
+         ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, data = excluded.data`,
+        [wUp.map(([k]) => k), wUp.map(([, v]) => v.hostname), wUp.map(([, v]) => JSON.stringify(v))],
+      );
+    }
+    if (dUp.length) {
+      // Bindings move between devices inside one commit (a force swap): unbind first, then set.
+      await c.query('UPDATE devices SET bound_worker_id = NULL, state = CASE WHEN state = $2 THEN $3 ELSE state END WHERE mac = ANY($1)', [dUp.map(([k]) => k), 'bound', 'pooled']);
+      await c.query(
+        `INSERT INTO devices (mac, state, bound_worker_id, data) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[])
+         ON CONFLICT (mac) DO UPDATE SET state = excluded.state, bound_worker_id = excluded.bound_worker_id, data = excluded.data`,
+        [dUp.map(([k]) => k), dUp.map(([, v]) => v.state), dUp.map(([, v]) => v.bound_worker_id ?? null), dUp.map(([, v]) => JSON.stringify(v))],
+      );
+    }
+  }
+
+  /** Report telemetry: merged into the rows (never a stale whole record over another's commit). */
+  protected async flushLocked(): Promise<void> {
+    if (!this.devices.dirtyKeys.size) return;
+    const keys = [...this.devices.dirtyKeys].filter((k) => this.devices.has(k));
+    if (!keys.length) return;
+    const recs = keys.map((k) => this.devices.get(k)!);
+    const t0 = performance.now();
+    // Under the ledger lock like every commit, so ledger_changes ids commit in order.
+    const id = await this.db.tx(async (c) => {
+      await c.query(
+        `UPDATE devices d SET data = d.data || jsonb_build_object('uuid', u.uuid, 'fingerprint', u.fp, 'last_seen', u.last_seen, 'first_seen', CASE WHEN jsonb_typeof(d.data->'first_seen') = 'string' THEN d.data->'first_seen' ELSE u.first_seen END)
+         FROM unnest($1::text[], $2::jsonb[], $3::jsonb[], $4::jsonb[], $5::jsonb[]) AS u(mac, uuid, fp, last_seen, first_seen) WHERE d.mac = u.mac`,
+        [keys, recs.map((r) => JSON.stringify(r.uuid)), recs.map((r) => JSON.stringify(r.fingerprint)), recs.map((r) => JSON.stringify(r.last_seen)), recs.map((r) => JSON.stringify(r.first_seen))],
+      );
+      const id = Number((await c.query('INSERT INTO ledger_changes (origin, devices, workers) VALUES ($1, $2, $3) RETURNING id', [this.config.nodeId, keys, []])).rows[0].id);
+      await c.query('SELECT pg_notify($1, $2)', ['kurrent_ledger', `${id} ${this.config.nodeId}`]);
+      return id;
+    }, LOCK.ledger);
+    this.observeCommit((performance.now() - t0) / 1000, 'telemetry');
+    for (const k of keys) this.devices.dirtyKeys.delete(k);
+    // Our own telemetry row: the cache already holds it; others' rows in between come with the next catch-up.
+    if (id === this.version + 1) this.version = id;
+  }
+
+  /** PostgreSQL: the last telemetry goes to the database before Database closes its pool. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.closing = true;
+    if (this.pruneTimer) clearInterval(this.pruneTimer);
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    await this.lock.run(() => this.flushLocked()).catch((err) => this.log.error({ err }, 'telemetry flush at shutdown failed'));
+  }
+
+  /** Memory is the cache of the tables: no hand edits to pick up. */
+  read(): this {
+    return this;
+  }
+
+  /** The tables are the store: nothing to checkpoint. */
+  checkpoint(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** A database failure as the API reports storage failures: unavailable (503), invariants (409). */
+function pgFailure(e: unknown): unknown {
+  if (e instanceof ApiError) return e;
+  const code = (e as { code?: string }).code;
+  if (code === '23505' || code === '23503' || code === '23514') return new ApiError(409, `the database refused the change: ${(e as Error).message}`);
+  if (typeof code === 'string' && /^(08|57P|53)/.test(code)) return new ApiError(503, `the database is unavailable: ${(e as Error).message}`);
+  if ((e as { errno?: number; syscall?: string }).syscall) return new ApiError(503, `the database is unreachable: ${(e as Error).message}`);
+  return e;
+}
+

@@ -1,0 +1,54 @@
+/** A registration window as the settings document keeps it (it survives restarts and closes on time). */
+export interface WindowState {
+  opened_at: string;
+  expires_at: string;
+  max_devices: number | null;
+  closed_at: string | null;
+}
+
+/** The runtime settings document (settings.json, or the `settings` row of `documents`). */
+export interface SettingsFile {
+  auto_register?: boolean;
+  registration_window?: WindowState | null;
+  /** Set when the first window opens: from then on new devices enter the pool only through a window. */
+  secure_registration?: boolean;
+  signature_enforcement?: boolean;
+}
+
+/** The settings document; the engine is chosen once by RepositoriesModule. */
+export abstract class SettingsRepository {
+  private readonly listeners: ((doc: SettingsFile) => void)[] = [];
+
+  /** The document as stored (at start). */
+  abstract load(): Promise<SettingsFile>;
+
+  /**
+   * Writes `keys` of `next` over the document as it is now (another writer's or a hand edit's
+   * other keys are kept) and resolves with the document as written.
+   */
+  abstract save(keys: (keyof SettingsFile)[], next: SettingsFile): Promise<SettingsFile>;
+
+  /** Called with the document when another writer changed it. */
+  onChange(fn: (doc: SettingsFile) => void): void {
+    this.listeners.push(fn);
+  }
+
+  protected changed(doc: SettingsFile): void {
+    for (const fn of this.listeners) fn(doc);
+  }
+}
+
+/** The keys whose values differ between two documents. */
+export function changedKeys(cur: SettingsFile, next: SettingsFile): (keyof SettingsFile)[] {
+  return (Object.keys({ ...cur, ...next }) as (keyof SettingsFile)[]).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(cur[k]));
+}
+
+/** The keys of `next` written over `base` (undefined deletes). */
+export function mergeKeys(base: SettingsFile, keys: (keyof SettingsFile)[], next: SettingsFile): SettingsFile {
+  const out = { ...base } as Record<string, unknown>;
+  for (const k of keys) {
+    if (next[k] === undefined) delete out[k];
+    else out[k] = next[k];
+  }
+  return out as SettingsFile;
+}
