@@ -66,6 +66,18 @@ describe('dependency rules between the processes', () => {
     expect(crossings).toEqual([]);
   });
 
+  it('no code outside the repositories knows which storage engine runs', () => {
+    const engineFile = (t: string) => /^control-plane\/repositories\/(pg\/|.*\/(file|pg)-[^/]+\.ts$)/.test(t);
+    // The module that picks the engine imports them all (so the pattern does match engine files).
+    expect(all.find((f) => f.file === 'control-plane/repositories/repositories.module.ts')!.imports.filter(engineFile).length).toBeGreaterThanOrEqual(12);
+    const outside = all.filter((f) => !f.file.startsWith('control-plane/repositories/'));
+    expect(outside.length).toBeGreaterThan(50);
+    expect(outside.flatMap((f) => f.imports.filter(engineFile).map((t) => `${f.file} -> ${t}`))).toEqual([]);
+    const pgUsers = all.filter((f) => /from 'pg'/.test(fs.readFileSync(path.join(src, f.file), 'utf8'))).map((f) => f.file);
+    expect(pgUsers.length).toBeGreaterThan(0);
+    expect(pgUsers.filter((f) => !f.startsWith('control-plane/repositories/'))).toEqual([]);
+  });
+
   it('the rule does catch a crossing', () => {
     expect(allowed('storage-agent', 'control-plane/app.module.ts')).toBe(false);
     expect(allowed('control-plane', 'storage-agent/backends/lio.backend.ts')).toBe(false);
