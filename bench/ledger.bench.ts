@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { get, macOf, seedLedger, startProcess, stop, tmp, workerOf } from './lib';
 
-const MAIN = path.join(__dirname, '..', 'src', 'main.js');
+const MAIN = path.join(__dirname, '..', 'src', 'control-plane', 'main.js');
 const TOKEN = 'bench-token';
 const SIZES = [1_000, 10_000, 50_000];
 const PORT = 4871;
