@@ -164,6 +164,16 @@ describe('two control planes on one PostgreSQL', () => {
     pg?.stop();
   });
 
+  it('each control plane holds one LISTEN connection, however many repositories listen (they start concurrently)', async () => {
+    const r = await db.query<{ application_name: string; n: string }>(
+      "SELECT application_name, count(*) AS n FROM pg_stat_activity WHERE application_name LIKE 'kurrent:%:listen' GROUP BY application_name ORDER BY application_name",
+    );
+    expect(r.rows.map((x) => [x.application_name, Number(x.n)])).toEqual([
+      ['kurrent:cp-a:listen', 1],
+      ['kurrent:cp-b:listen', 1],
+    ]);
+  });
+
   it('a mixed write storm through both, one SIGKILLed mid-storm: invariants hold, acknowledged writes are there, the lease moves', async () => {
     expect((await a.req('POST', '/reconcile')).status).toBe(200);
     expect((await b.req('POST', '/reconcile')).status).toBe(409);

@@ -143,9 +143,12 @@ export class Database implements OnApplicationShutdown {
     const list = this.handlers.get(channel) ?? [];
     list.push(fn);
     this.handlers.set(channel, list);
-    if (this.listener) await this.listener.query(`LISTEN ${channel}`);
-    else await this.openListener();
+    // Repositories start concurrently: one listener connection for all of them, opened once.
+    if (!this.listener) await (this.opening ??= this.openListener().finally(() => (this.opening = null)));
+    await this.listener!.query(`LISTEN ${channel}`);
   }
+
+  private opening: Promise<void> | null = null;
 
   private async openListener(): Promise<void> {
     const c = new Client(this.clientOptions(':listen'));
