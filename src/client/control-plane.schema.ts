@@ -1133,6 +1133,12 @@ export interface components {
             reason: string;
             worker_id: string;
         };
+        BootBlockerDto: {
+            /** @enum {string} */
+            code: "no-bound-device" | "no-disk" | "no-default-disk" | "default-not-a-disk" | "agent-unknown" | "agent-draining" | "agent-down" | "nvme-port-unknown" | "nvme-port-without-tls" | "credential-missing" | "credential-revoked" | "credential-not-pushed" | "no-device-key";
+            /** @description What the code means and what to do about it. */
+            message: string;
+        };
         BootConfigDto: {
             /**
              * @description menu.ipxe main-menu item id (case-insensitive); null clears.
@@ -1164,6 +1170,11 @@ export interface components {
             root: string;
             /** @enum {string} */
             transport: "iscsi" | "nvme-tcp";
+        };
+        BootReadinessDto: {
+            bootable: boolean;
+            /** @description Empty when bootable; otherwise every reason, in the order /boot-vars meets them. */
+            reasons: components["schemas"]["BootBlockerDto"][];
         };
         BootVarsDto: {
             /** @description IQN prefix of the default boot disk (absent without a disk). */
@@ -1741,6 +1752,8 @@ export interface components {
         WorkerDto: {
             arch: string;
             boot: components["schemas"]["BootDto"];
+            /** @description Whether its machine boots its default disk now, and every reason when it does not (readiness above is the reference's ledger projection). */
+            boot_readiness: components["schemas"]["BootReadinessDto"];
             /** @description Same as mac: the device bound to this worker. */
             bound_device: string | null;
             cd: components["schemas"]["CdDto"] | null;
@@ -1764,6 +1777,8 @@ export interface components {
         WorkerMacDto: {
             arch: string;
             boot: components["schemas"]["BootDto"];
+            /** @description Whether its machine boots its default disk now, and every reason when it does not (readiness above is the reference's ledger projection). */
+            boot_readiness: components["schemas"]["BootReadinessDto"];
             /** @description Same as mac: the device bound to this worker. */
             bound_device: string | null;
             cd: components["schemas"]["CdDto"] | null;

@@ -179,7 +179,11 @@ describe('kurrent CLI', () => {
     expect((await ok(['workers', 'default-os', 'seat-01', '--timeout', '3000', '--json'])).json.boot.menu_timeout).toBe(3000);
     expect((await ok(['workers', 'mac', 'seat-01', '52:54:00:00:00:03', '--json'])).json).toMatchObject({ mac: '52:54:00:00:00:03', changed: true });
     expect((await ok(['workers', 'status', 'seat-01', '--json'])).json.actual.disks).toEqual([expect.objectContaining({ os: 'ubuntu', exists: true })]);
-    expect((await ok(['workers', 'list'])).out).toMatch(/seat-01 +seat-01 +52:54:00:00:00:03 +ready/);
+    // The boots column is the API's boot readiness: yes, or no and the reason codes.
+    const br = (await ok(['workers', 'show', 'seat-01', '--json'])).json.boot_readiness as { bootable: boolean; reasons: { code: string; message: string }[] };
+    const cell = br.bootable ? 'yes' : `no: ${br.reasons.map((x) => x.code).join(', ')}`;
+    expect((await ok(['workers', 'list'])).out).toMatch(new RegExp(`seat-01 +seat-01 +52:54:00:00:00:03 +ready +${cell.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `));
+    expect((await ok(['workers', 'show', 'seat-01'])).out).toContain(br.bootable ? 'yes' : `no: ${br.reasons[0].code} (${br.reasons[0].message}`);
 
     const show = await ok(['workers', 'credential', 'show', 'seat-01', '--json']);
     expect(show.json).toMatchObject({ hostnqn: `${NQN}:host.seat-01`, agents: [{ agent: 'n1', state: 'pushed' }] });

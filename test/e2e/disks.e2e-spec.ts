@@ -278,8 +278,19 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     const bv = await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1&format=json');
     // The agent's tgtd listens on another port than 3260: it goes into the separator (`:<proto>:<port>:<lun>:`).
     expect(bv.body).toEqual({ base_iqn: IQN, iscsi_server: '192.168.80.3', iscsi_sep: `::${CONTROL + 10000}:1:`, menu_default: 'reboot', menu_timeout: 1 });
+    // readiness (the reference's projection) says ready; boot readiness says what /boot-vars does.
+    const reasons = async () => ((await t.req('GET', '/workers/w1')).body.boot_readiness as { reasons: { code: string }[] }).reasons.map((x) => x.code);
+    expect(r.body.boot_readiness).toEqual({ bootable: false, reasons: [{ code: 'no-default-disk', message: expect.stringContaining('menu-default reboot') }] });
     expect((await t.req('PUT', '/workers/w1/default-os', { os: 'windows' })).status).toBe(400);
+    await t.req('PUT', '/workers/w1/default-os', { menu_default: 'exit' });
+    expect(await reasons()).toEqual(['default-not-a-disk']);
     await t.req('PUT', '/workers/w1/default-os', { os: 'ubuntu', menu_default: 'ubuntu' });
+    expect((await t.req('GET', '/workers')).body.find((w: any) => w.worker_id === 'w1').boot_readiness).toEqual({ bootable: true, reasons: [] });
+    // Signature enforcement on a keyless device: /boot-vars would deny it.
+    expect((await t.req('PUT', '/settings/signature-enforcement', { enabled: true, force: true })).status).toBe(200);
+    expect(await reasons()).toEqual(['no-device-key']);
+    expect((await t.req('PUT', '/settings/signature-enforcement', { enabled: false })).status).toBe(200);
+    expect(await reasons()).toEqual([]);
     expect((await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1')).text).toBe(
       `#!ipxe\n# boot vars for w1\nset base-iqn ${IQN}\nset iscsi-server 192.168.80.3\nset iscsi-sep ::${CONTROL + 10000}:1:\nset menu-default ubuntu\nset menu-timeout 5000\n`,
     );
@@ -290,6 +301,9 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     const del = await t.req('DELETE', '/workers/w1/luns/disk/UBUNTU?delete_file=true');
     expect(del.status).toBe(200);
     expect(del.body).toMatchObject({ state: 'registered', disks: [], default_os: null, boot: { menu_default: null } });
+    expect(await reasons()).toEqual(['no-disk']);
+    expect((await t.req('DELETE', '/devices/02:00:00:00:00:01/bind')).status).toBe(200);
+    expect(await reasons()).toEqual(['no-bound-device', 'no-disk']);
     expect(fs.existsSync(path.join(diskA, 'w1.ubuntu.img'))).toBe(false);
     expect(tgtd.show()).not.toContain('w1.ubuntu');
     expect((await t.req('DELETE', '/workers/w1/luns/disk/ubuntu')).status).toBe(404);

@@ -23,6 +23,13 @@ describe('workers (sections 7, 7.3, 7.5, 7.6, 8-11.1)', () => {
         mac: null,
         bound_device: null,
         readiness: 'idle',
+        boot_readiness: {
+          bootable: false,
+          reasons: [
+            { code: 'no-bound-device', message: 'no device is bound to this worker: its machine gets no per-worker boot vars' },
+            { code: 'no-disk', message: 'the worker has no system disk' },
+          ],
+        },
         default_os: null,
         boot: { menu_default: null, menu_timeout: null },
       });

@@ -202,8 +202,12 @@ describe('web UI (Chromium)', () => {
     await create.getByRole('button', { name: 'Create disk' }).click();
     const disks = page.getByLabel('disks', { exact: true });
     await disks.getByText(`master ${MASTER}`).waitFor();
+    // A disk and no default: the page says it will not boot, and why (what /boot-vars answers).
+    await page.getByText('will not boot').waitFor();
+    await page.getByText('no-default-disk').waitFor();
     await disks.getByRole('button', { name: 'Set default' }).click();
     await disks.getByText('default', { exact: true }).waitFor();
+    await page.getByText('Boots its default disk now.').waitFor();
     const w = (await api('GET', '/workers/ui-w1')).body;
     expect(w.disks).toHaveLength(1);
     expect(w.default_disk).toBe(w.disks[0].os_tag);

@@ -26,13 +26,18 @@ export function workerCommands(ctx: CliContext): void {
     });
   verb(workers, 'list', 'all workers', 'kurrent workers list').action(async () => {
     const data = await call(api().GET('/workers'));
-    print(data, () => table(data.map((w) => ({ ...w, disks: w.disks.map((d) => d.os + (d.os_version ? `@${d.os_version}` : '')) })), ['worker_id', 'hostname', 'mac', 'readiness', 'state', 'disks', 'default_os', 'default_disk']));
+    print(data, () =>
+      table(
+        data.map((w) => ({ ...w, boots: bootsNow(w.boot_readiness), disks: w.disks.map((d) => d.os + (d.os_version ? `@${d.os_version}` : '')) })),
+        ['worker_id', 'hostname', 'mac', 'readiness', 'boots', 'state', 'disks', 'default_os', 'default_disk'],
+      ),
+    );
   });
   verb(workers, 'show', 'one worker', 'kurrent workers show seat-01')
     .argument('<worker_id>')
     .action(async (id: string) => {
       const data = await call(api().GET('/workers/{worker_id}', { params: { path: { worker_id: id } } }));
-      print(data, () => fields(data as never));
+      print(data, () => fields({ ...data, boot_readiness: bootsNow(data.boot_readiness, true) } as never));
     });
   verb(workers, 'status', 'the ledger entry and what dnsmasq and the agents have', 'kurrent workers status seat-01')
     .argument('<worker_id>')
@@ -138,4 +143,10 @@ export function workerCommands(ctx: CliContext): void {
       print(data, () => `${id}: revoked (${data.hostnqn})\n`);
     });
 
+}
+
+/** A worker's boot readiness in a cell: `yes`, or `no` and the reason codes (with their messages when long). */
+function bootsNow(r: { bootable: boolean; reasons: { code: string; message: string }[] }, long = false): string {
+  if (r.bootable) return 'yes';
+  return `no: ${r.reasons.map((x) => (long ? `${x.code} (${x.message})` : x.code)).join(', ')}`;
 }

@@ -12,6 +12,7 @@ import { AuditService } from '../audit/audit.service';
 import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
 import { ChallengeService, ChallengeUse } from './challenge.service';
 import { DiskVarsResolver } from './disk-vars';
+import { BOOT_BLOCKERS, BootBlockerCode, BootReadinessDto } from './dto/boot-readiness.dto';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
 import { checkVars, IpxeVar, REFUSED_SCRIPT, renderIpxe, ScriptRefused } from './ipxe-script';
 
@@ -370,28 +371,55 @@ export class BootService implements OnModuleInit {
    * tls_psk, and the DH-HMAC-CHAP secrets both directions need; no iSCSI variable). null: the NVMe default disk cannot be connected now.
    */
   private workerVars(w: WorkerRecord): BootVarsDto | null {
+    return this.workerPlan(w).vars;
+  }
+
+  /** What /boot-vars answers a worker, or (vars null: the empty script) why it answers nothing. */
+  private workerPlan(w: WorkerRecord): { vars: BootVarsDto; blocker: null } | { vars: null; blocker: BootBlockerCode } {
     const d = this.disks.defaultDisk(w);
     const out: BootVarsDto = {} as BootVarsDto;
     if (d?.disk.transport === 'nvme-tcp') {
-      const nv = this.disks.nvme(w, d.disk);
-      if (!nv) return null;
+      const nv = this.disks.nvmeOrBlocker(w, d.disk);
+      if (typeof nv === 'string') return { vars: null, blocker: nv };
       Object.assign(out, nv);
     } else if (d) {
       Object.assign(out, this.disks.iscsi(d.disk));
       const chap = this.disks.iscsiChap(w);
       // A revoked credential locks the worker's LIO targets: no script that would try them.
-      if (chap === null && this.disks.isLio(d.disk)) return null;
+      if (chap === null && this.disks.isLio(d.disk)) return { vars: null, blocker: 'credential-revoked' };
       if (chap) Object.assign(out, { iscsi_username: chap.userid, iscsi_password: chap.secret });
     }
     const menuDefault = d?.explicit ? this.disks.itemId(d.disk) : w.boot.menu_default ? this.menuIdFor(w, w.boot.menu_default) : null;
     if (!menuDefault) {
       // The reboot loop boots nothing: no secret goes with it.
       const { iscsi_username: _u, iscsi_password: _p, ...rest } = out;
-      return { ...rest, ...this.rebootLoop() };
+      return { vars: { ...rest, ...this.rebootLoop() }, blocker: null };
     }
     out.menu_default = menuDefault;
     out.menu_timeout = w.boot.menu_timeout ?? this.config.bootMenuTimeoutMs;
-    return out;
+    return { vars: out, blocker: null };
+  }
+
+  /**
+   * Whether the worker's machine boots its disk now, judged by the code that answers its
+   * /boot-vars (workerPlan) plus what that answer cannot see: the bound device, the disk's agent
+   * as last probed, and the device key signature enforcement needs.
+   */
+  readiness(w: WorkerRecord, mac: string | null): BootReadinessDto {
+    const codes: BootBlockerCode[] = [];
+    if (!mac) codes.push('no-bound-device');
+    if (!w.disks.length) codes.push('no-disk');
+    else {
+      const plan = this.workerPlan(w);
+      if (plan.vars === null) codes.push(plan.blocker);
+      else if (plan.vars.menu_default === 'reboot') codes.push('no-default-disk');
+      else if (!w.disks.some((d) => this.disks.itemId(d) === plan.vars.menu_default)) codes.push('default-not-a-disk');
+      const d = this.disks.defaultDisk(w);
+      const agent = d && plan.vars?.menu_default !== 'reboot' ? this.disks.agentBlocker(d.disk) : null;
+      if (agent && !codes.includes(agent)) codes.push(agent);
+    }
+    if (mac && this.settings.signatureEnforcement && !this.store.read().devices.get(mac)?.pubkey) codes.push('no-device-key');
+    return { bootable: codes.length === 0, reasons: codes.map((code) => ({ code, message: BOOT_BLOCKERS[code] })) };
   }
 
   /** boot.menu_default may name an os: the item of that os's disk (which has its own id with an os_version). */

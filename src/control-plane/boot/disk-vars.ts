@@ -4,6 +4,7 @@ import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { CredentialsService } from '../credentials/credentials.service';
 import { IscsiAccessService } from '../credentials/iscsi-access.service';
 import { DiskRecord, targetName, WorkerRecord } from '../repositories/ledger/records';
+import { BootBlockerCode } from './dto/boot-readiness.dto';
 
 export interface DiskVars {
   base_iqn: string;
@@ -101,13 +102,29 @@ export class DiskVarsResolver {
    * (yet) on the disk's agent, or the agent's port unknown or without TLS (never plaintext).
    */
   nvme(w: WorkerRecord, disk: DiskRecord): NvmeVars | null {
+    const v = this.nvmeOrBlocker(w, disk);
+    return typeof v === 'string' ? null : v;
+  }
+
+  /** What nvme() gives, or why it gives null (a worker's boot readiness says it). */
+  nvmeOrBlocker(w: WorkerRecord, disk: DiskRecord): NvmeVars | BootBlockerCode {
     const a = this.registry.get(disk.agent);
-    if (!a || !disk.nqn) return null;
+    if (!a) return 'agent-unknown';
     const caps = this.storageNodes.cachedCapabilities(a.id);
-    if (!caps?.nvme_port || caps.nvme_tls !== true) return null;
-    const cred = this.credentials.bootCredential(w.worker_id, disk);
-    if (!cred) return null;
-    return { disk_nqn: disk.nqn, storager_ip: this.storageNodes.dataAddress(a), nvme_port: caps.nvme_port, ...cred };
+    if (!caps?.nvme_port) return 'nvme-port-unknown';
+    if (caps.nvme_tls !== true) return 'nvme-port-without-tls';
+    const cred = this.credentials.bootCredentialOrBlocker(w.worker_id, disk);
+    if (typeof cred === 'string') return cred;
+    return { disk_nqn: disk.nqn!, storager_ip: this.storageNodes.dataAddress(a), nvme_port: caps.nvme_port, ...cred };
+  }
+
+  /** The agent that serves a disk, as the control plane last saw it: null when it is fine. */
+  agentBlocker(disk: DiskRecord): BootBlockerCode | null {
+    const a = this.registry.get(disk.agent);
+    if (!a) return 'agent-unknown';
+    if (!a.enabled) return 'agent-draining';
+    if (this.storageNodes.lastProbe.get(a.id)?.up === false) return 'agent-down';
+    return null;
   }
 
   /** Every disk the worker can boot now, in a stable order (os, os_version, os_tag). */

@@ -55,6 +55,14 @@ export interface PushOutcome {
  * secret lives only in CredentialRepository's 0600 file and in the agents' state; responses, logs and
  * audit records carry 12-hex hash prefixes.
  */
+/** What a worker's iPXE needs for an NVMe/TCP disk (TLS PSK, DH-HMAC-CHAP both ways). */
+export interface BootCredential {
+  hostnqn: string;
+  tls_psk: string;
+  dhchap_secret: string;
+  dhchap_ctrl_secret: string;
+}
+
 @Injectable()
 export class CredentialsService {
   private readonly log = new Logger('Credentials');
@@ -382,11 +390,18 @@ export class CredentialsService {
     return this.creds.revision;
   }
 
-  bootCredential(workerId: string, disk: DiskRecord): { hostnqn: string; tls_psk: string; dhchap_secret: string; dhchap_ctrl_secret: string } | null {
+  bootCredential(workerId: string, disk: DiskRecord): BootCredential | null {
+    const c = this.bootCredentialOrBlocker(workerId, disk);
+    return typeof c === 'string' ? null : c;
+  }
+
+  /** What bootCredential gives, or why it gives nothing (a worker's boot readiness says it). */
+  bootCredentialOrBlocker(workerId: string, disk: DiskRecord): BootCredential | 'credential-missing' | 'credential-revoked' | 'credential-not-pushed' {
     const c = this.current(workerId);
-    if (!c || c.revoked || !disk.nqn) return null;
+    if (!c || !disk.nqn) return 'credential-missing';
+    if (c.revoked) return 'credential-revoked';
     const p = c.agents[disk.agent];
-    if (!p || p.state !== 'pushed' || p.key_sha256 !== secretSha12(c.dhchap_key) || !p.subsystems.includes(disk.nqn)) return null;
+    if (!p || p.state !== 'pushed' || p.key_sha256 !== secretSha12(c.dhchap_key) || !p.subsystems.includes(disk.nqn)) return 'credential-not-pushed';
     return { hostnqn: c.hostnqn, tls_psk: this.tlsPsk(c), dhchap_secret: c.dhchap_key, dhchap_ctrl_secret: this.ctrlKey(c) };
   }
 

@@ -1,3 +1,4 @@
+import { BootModule } from '../boot/boot.module';
 import { CredentialsModule } from '../credentials/credentials.module';
 import { Module } from '@nestjs/common';
 import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
@@ -7,7 +8,7 @@ import { WorkersController } from './workers.controller';
 import { WorkersService } from './workers.service';
 
 @Module({
-  imports: [DevicesModule, StorageNodesModule, CredentialsModule],
+  imports: [DevicesModule, StorageNodesModule, CredentialsModule, BootModule],
   controllers: [WorkersController],
   providers: [WorkersService, DisksService],
   exports: [WorkersService],

@@ -1,3 +1,4 @@
+import { BootService } from '../boot/boot.service';
 import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { badRequest, conflict, notFound, unprocessable } from '../../shared/http/api-error';
@@ -29,6 +30,7 @@ export class WorkersService {
     private readonly disks: DisksService,
     private readonly storageNodes: StorageNodesService,
     private readonly credentials: CredentialsService,
+    private readonly boot: BootService,
   ) {}
 
   /** Ledger entry + projected binding and readiness. */
@@ -44,6 +46,7 @@ export class WorkersService {
       mac,
       bound_device: mac,
       readiness: mac && hasDisk ? 'ready' : mac || hasDisk ? 'partial' : 'idle',
+      boot_readiness: this.boot.readiness(w, mac),
       default_os: w.default_os,
       default_disk: w.default_disk,
       boot: { ...w.boot },

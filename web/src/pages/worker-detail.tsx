@@ -36,6 +36,7 @@ export function WorkerDetailPage({ id }: { id: string }) {
         </span>
       </header>
       <ErrorBox error={w.error} />
+      <BootsNow readiness={worker.boot_readiness} />
       <div class="cols">
         <MacCard worker={worker} onChange={reload} />
         <BootCard worker={worker} onChange={reload} />
@@ -450,5 +451,24 @@ function DeleteWorker({ worker }: { worker: Worker }) {
       </button>
       <ErrorBox error={act.error} onClose={act.clear} />
     </section>
+  );
+}
+
+/** Whether the machine boots its default disk now (the server's boot_readiness), and why not. */
+function BootsNow({ readiness }: { readiness: Worker['boot_readiness'] }) {
+  if (readiness.bootable) return <p class="boots-now">Boots its default disk now.</p>;
+  return (
+    <div class="boots-now">
+      <p>
+        <Badge kind="failed">will not boot</Badge> what /boot-vars and the agents say now:
+      </p>
+      <ul>
+        {readiness.reasons.map((r) => (
+          <li key={r.code}>
+            <code>{r.code}</code> {r.message}
+          </li>
+        ))}
+      </ul>
+    </div>
   );
 }

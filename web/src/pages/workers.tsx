@@ -27,6 +27,7 @@ export function WorkersPage() {
     { key: 'id', title: 'Worker', width: '140px', render: (w) => <a href={`#/workers/${encodeURIComponent(w.worker_id)}`}>{w.worker_id}</a> },
     { key: 'host', title: 'Hostname', width: '140px', render: (w) => w.hostname },
     { key: 'ready', title: 'Readiness', width: '90px', render: (w) => <Badge kind={w.readiness}>{w.readiness}</Badge> },
+    { key: 'boots', title: 'Boots', width: '170px', render: (w) => (w.boot_readiness.bootable ? <Badge kind="ok">yes</Badge> : <span title={w.boot_readiness.reasons.map((r) => r.message).join('\n')}>{w.boot_readiness.reasons.map((r) => r.code).join(', ')}</span>) },
     { key: 'dev', title: 'Bound device', width: '150px', render: (w) => (w.bound_device ? <code>{w.bound_device}</code> : <span class="muted">none</span>) },
     { key: 'disks', title: 'Disks', render: (w) => w.disks.map((d) => `${d.os}${d.os_version ? ` ${d.os_version}` : ''}@${d.agent}`).join(', ') || <span class="muted">none</span> },
     { key: 'default', title: 'Default boot', width: '130px', render: defaultBoot },
@@ -37,7 +38,7 @@ export function WorkersPage() {
       <header class="page-head">
         <h1>Workers</h1>
         <span class="muted">
-          {list.length} workers · {list.filter((w) => w.readiness === 'ready').length} ready
+          {list.length} workers · {list.filter((w) => w.readiness === 'ready').length} ready · {list.filter((w) => w.boot_readiness.bootable).length} will boot
         </span>
         <span class="grow" />
         <button type="button" onClick={() => setForm('one')}>

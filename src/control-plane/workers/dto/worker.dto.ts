@@ -1,3 +1,4 @@
+import { BootReadinessDto } from '../../boot/dto/boot-readiness.dto';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 
 export class DiskSourceDto {
@@ -55,6 +56,8 @@ export class WorkerDto {
   /** ready: bound device and a disk; partial: one of them; idle: neither. */
   @ApiProperty({ enum: ['ready', 'partial', 'idle'] })
   readiness!: 'ready' | 'partial' | 'idle';
+  /** Whether its machine boots its default disk now, and every reason when it does not (readiness above is the reference's ledger projection). */
+  boot_readiness!: BootReadinessDto;
   /** Default boot system (os of one of the disks). */
   default_os!: string | null;
   /** os_tag of the default boot disk (seed 004); default_os is that disk's os. */
