@@ -199,6 +199,10 @@ describe('web UI (Chromium)', () => {
     const create = page.getByLabel('create disk');
     await create.getByLabel('Master', { exact: true }).selectOption(MASTER);
     await create.getByLabel('OS', { exact: true }).selectOption('windows');
+    // Ticked while the worker has no default; untick it to see what the API alone does.
+    const makeDefault = create.getByLabel('Make it the default boot disk');
+    expect(await makeDefault.isChecked()).toBe(true);
+    await makeDefault.uncheck();
     await create.getByRole('button', { name: 'Create disk' }).click();
     const disks = page.getByLabel('disks', { exact: true });
     await disks.getByText(`master ${MASTER}`).waitFor();
@@ -221,6 +225,26 @@ describe('web UI (Chromium)', () => {
     // Live status: the ledger beside tgtd's real target, in sync.
     await page.getByLabel('live status').getByText('in sync').waitFor();
     await shot('worker-detail');
+  });
+
+  it("a worker page's create-disk form makes the first disk the default when asked (ticked by default), and its state stays on its own page", async () => {
+    expect((await api('POST', '/workers', { worker_id: 'ui-w3' })).status).toBe(201);
+    expect((await api('POST', '/workers', { worker_id: 'ui-w4' })).status).toBe(201);
+    await go('workers/ui-w3');
+    const create = page.getByLabel('create disk');
+    await create.getByLabel('Type', { exact: true }).selectOption('empty');
+    await create.getByLabel('Size', { exact: true }).fill('64M');
+    await create.getByLabel('OS', { exact: true }).selectOption('ubuntu');
+    expect(await create.getByLabel('Make it the default boot disk').isChecked()).toBe(true);
+    await create.getByRole('button', { name: 'Create disk' }).click();
+    await page.getByText('ubuntu disk created and made the default').waitFor();
+    const w = (await api('GET', '/workers/ui-w3')).body;
+    expect(w.default_disk).toBe(w.disks[0].os_tag);
+    // Another worker's page starts with its own empty form.
+    await create.getByLabel('Size', { exact: true }).fill('99G');
+    await go('workers/ui-w4');
+    await page.getByRole('heading', { name: 'ui-w4' }).waitFor();
+    expect(await page.getByLabel('create disk').getByLabel('Type', { exact: true }).inputValue()).toBe('master');
   });
 
   it('Batch disks: the plan is previewed per worker with its agent, then executed with per-row results', async () => {

@@ -42,7 +42,8 @@ export function WorkerDetailPage({ id }: { id: string }) {
         <BootCard worker={worker} onChange={reload} />
       </div>
       <DisksCard worker={worker} onChange={reload} />
-      <CreateDiskCard worker={worker} onChange={reload} />
+      {/* keyed: one worker's form state (and its error) never shows on another worker's page */}
+      <CreateDiskCard key={worker.worker_id} worker={worker} onChange={reload} />
       <LiveStatus id={worker.worker_id} />
       <CredentialCard id={worker.worker_id} hasNvme={worker.disks.some((d) => d.transport === 'nvme-tcp')} />
       <DeleteWorker worker={worker} />
@@ -228,6 +229,9 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
   const act = useAction();
   const masters = useMasters();
   const [f, setF] = useState({ type: 'master' as 'master' | 'empty', name: '', os: 'windows' as Os, os_version: '', size: '', disk_agent: '' });
+  // The API never makes a single new disk the default (reference 7.3: set separately, seed 004:
+  // no default means the reboot loop); the page offers it, ticked while the worker has none.
+  const [makeDefault, setMakeDefault] = useState(!worker.default_disk && !worker.default_os);
   const holders = useMemo(() => (masters.data?.agents ?? []).filter((a) => a.masters.some((m) => m.name === f.name)).map((a) => a.agent), [masters.data, f.name]);
   return (
     <section class="card" aria-label="create disk">
@@ -243,9 +247,17 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
             ...(f.os_version.trim() ? { os_version: f.os_version.trim() } : {}),
             ...(f.disk_agent ? { disk_agent: f.disk_agent } : {}),
           };
-          const r = await act.run(() => call(api.POST('/workers/{worker_id}/luns/disk', { params: { path: { worker_id: worker.worker_id } }, body })));
+          const r = await act.run(async () => {
+            const w = await call(api.POST('/workers/{worker_id}/luns/disk', { params: { path: { worker_id: worker.worker_id } }, body }));
+            const disk = w.disks.find((d) => d.os === body.os && (d.os_version ?? '') === (body.os_version ?? ''));
+            if (makeDefault && disk?.os_tag) {
+              await call(api.PUT('/workers/{worker_id}/default-disk', { params: { path: { worker_id: worker.worker_id } }, body: { os_tag: disk.os_tag } }));
+            }
+            return w;
+          });
           if (r) {
-            notify(`${f.os} disk created`);
+            notify(`${f.os} disk created${makeDefault ? ' and made the default' : ''}`);
+            setMakeDefault(false);
             onChange();
           }
         }}
@@ -281,6 +293,9 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
             ))}
           </select>
         </Field>
+        <label class="check">
+          <input type="checkbox" checked={makeDefault} onChange={(e) => setMakeDefault(e.currentTarget.checked)} /> Make it the default boot disk
+        </label>
         <ErrorBox error={act.error ?? masters.error} onClose={act.clear} />
         <button type="submit" class="primary" disabled={act.busy}>
           {act.busy ? 'Creating…' : 'Create disk'}
