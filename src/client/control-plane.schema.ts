@@ -376,8 +376,8 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Revoke: pooled -> revoked (kept in the ledger; cannot be registered again); the key is dropped
-         * @description Revoke: pooled -> revoked (kept in the ledger; cannot be registered again); the key is dropped.
+         * Revoke: pooled -> revoked (kept in the ledger; cannot be registered again until restored); the key is dropped
+         * @description Revoke: pooled -> revoked (kept in the ledger; cannot be registered again until restored); the key is dropped.
          */
         delete: operations["revokeDevice"];
         options?: never;
@@ -424,6 +424,26 @@ export interface paths {
          * @description Resets the device key: the device may claim a key again inside a registration window; audited.
          */
         delete: operations["resetDeviceKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/devices/{mac}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Undoes a revocation: revoked -> pooled, keyless (it claims a key again inside a registration window); audited
+         * @description Undoes a revocation: revoked -> pooled, keyless (it claims a key again inside a registration window); audited.
+         */
+        post: operations["restoreDevice"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -558,6 +578,29 @@ export interface paths {
          *     and of deleted workers. Audited as credential.push / credential.remove / reconcile.pass.
          */
         post: operations["runReconciler"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/settings/admission": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How a device that reports for the first time is treated now (open auto-register, window only,
+         *     closed), why, the…
+         * @description How a device that reports for the first time is treated now (open auto-register, window only,
+         *     closed), why, the registration window with its admitted count, and the unknown devices this
+         *     control plane turned away, by reason (each is also audited as device.register.refused).
+         */
+        get: operations["getAdmission"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -905,6 +948,21 @@ export interface components {
             luns: components["schemas"]["ActualLunDto"][];
             /** @description NVMe subsystem name. */
             nqn?: string;
+        };
+        AdmissionDto: {
+            /** @description The auto-register setting. Once a window has been opened it no longer admits keyless devices (secure registration). */
+            auto_register: boolean;
+            /** @description The mode in a sentence, with what changes it. */
+            explanation: string;
+            /**
+             * @description open: any new MAC that reports is pooled; window: only inside the open registration window, with a key; closed: only POST /devices or import.
+             * @enum {string}
+             */
+            mode: "open" | "window" | "closed";
+            refused: components["schemas"]["RefusedDevicesDto"];
+            /** @description Set by the first registration window (or signature enforcement): new devices only through a window, with a key. */
+            secure_registration: boolean;
+            window: components["schemas"]["RegistrationWindowDto"];
         };
         AgentCapabilitiesDto: {
             backend: string;
@@ -1663,6 +1721,15 @@ export interface components {
             pushed: components["schemas"]["ReconcilePushDto"][];
             removed: components["schemas"]["ReconcilePushDto"][];
             started_at: string;
+        };
+        RefusedDevicesDto: {
+            /** @description auto_register_off, no_window, no_key, window_full: each present with its count (0 included). */
+            by_reason: {
+                [key: string]: number;
+            };
+            /** @description Counted from this moment: this control plane's start, or the opening of the current window. */
+            since: string;
+            total: number;
         };
         RegisterDeviceDto: {
             /**
@@ -3689,6 +3756,90 @@ export interface operations {
             };
         };
     };
+    restoreDevice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                mac: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceDto"];
+                };
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description The device is not revoked. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description The state directory is not writable (read-only volume). Nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
     getHealth: {
         parameters: {
             query?: never;
@@ -3940,6 +4091,43 @@ export interface operations {
             };
             /** @description Another control plane holds the reconciler lease (PostgreSQL store): ask that one. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getAdmission: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdmissionDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -135,6 +135,57 @@ describe('device identity: registration window, keys, challenge-response, enforc
     expect(invalid).toHaveLength(1); // once per MAC per minute, not per request
   });
 
+  it('admission is said in one place, and every device turned away is counted and audited by reason', async () => {
+    await start();
+    const admission = async () => (await t.req('GET', '/settings/admission')).body;
+    const refusals = async () =>
+      (await t.req('GET', '/operations?op=device.register.refused')).body.entries.map((e: any) => `${e.mac} ${e.reason}`);
+    expect(await admission()).toMatchObject({ mode: 'open', auto_register: true, secure_registration: false, refused: { total: 0 } });
+    await t.req('PUT', '/settings/auto-register', { enabled: false });
+    await t.req('GET', `/devices/report?mac=${macOf(20)}`);
+    expect(await admission()).toMatchObject({ mode: 'closed', explanation: expect.stringContaining('auto-register is off'), refused: { total: 1, by_reason: { auto_register_off: 1 } } });
+    await t.req('PUT', '/settings/auto-register', { enabled: true });
+    await t.req('POST', '/devices/registration-window', { ttl_minutes: 5, max_devices: 1 });
+    const opened = await admission();
+    // A new window counts afresh from its opening.
+    expect(opened).toMatchObject({ mode: 'window', secure_registration: true, window: { open: true, max_devices: 1, admitted: 0 }, refused: { since: opened.window.opened_at, total: 0 } });
+    await t.req('GET', `/devices/report?mac=${macOf(21)}`); // no key
+    await report(new SimDevice(macOf(22))); // takes the one seat
+    await report(new SimDevice(macOf(23))); // the window is full
+    expect((await admission()).refused).toMatchObject({ total: 2, by_reason: { no_key: 1, window_full: 1, no_window: 0, auto_register_off: 0 } });
+    await t.req('DELETE', '/devices/registration-window');
+    await t.req('GET', `/devices/report?mac=${macOf(24)}`);
+    // After the first window auto_register still reads true, and the admission says what it means.
+    const after = await admission();
+    expect(after).toMatchObject({ mode: 'closed', auto_register: true, secure_registration: true, window: { open: false, admitted: 1 } });
+    expect(after.explanation).toMatch(/auto-register no longer admits keyless devices/);
+    expect(after.refused.by_reason.no_window).toBe(1);
+    expect((await refusals()).sort()).toEqual([`${macOf(20)} auto_register_off`, `${macOf(21)} no_key`, `${macOf(23)} window_full`, `${macOf(24)} no_window`]);
+    // Reported again within the minute: counted, not audited again.
+    await t.req('GET', `/devices/report?mac=${macOf(24)}`);
+    expect((await admission()).refused.by_reason.no_window).toBe(2);
+    expect(await refusals()).toHaveLength(4);
+    expect((await t.req('GET', '/devices')).body.map((d: any) => d.mac)).toEqual([macOf(22)]);
+  });
+
+  it('a revocation is undone by restore: back in the pool without a key, audited; anything else is a 409', async () => {
+    await start();
+    const dev = new SimDevice(macOf(30));
+    await t.req('POST', '/devices/registration-window', { ttl_minutes: 10 });
+    await report(dev);
+    expect((await t.req('POST', `/devices/${dev.mac}/restore`)).status).toBe(409); // pooled: nothing to undo
+    expect((await t.req('DELETE', `/devices/${dev.mac}`)).body).toMatchObject({ state: 'revoked' });
+    expect((await t.req('POST', '/devices', { mac: dev.mac })).status).toBe(409); // the reference: no re-registration
+    const restored = await t.req('POST', `/devices/${dev.mac}/restore`);
+    expect([restored.status, restored.body.state, restored.body.key_sha256]).toEqual([200, 'pooled', null]);
+    await report(dev); // the window is open: it claims its key again
+    expect((await t.req('GET', `/devices/${dev.mac}`)).body.key_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect((await t.req('POST', `/devices/${macOf(31)}/restore`)).status).toBe(404);
+    expect((await t.req('POST', '/devices/not-a-mac/restore')).status).toBe(400);
+    const ops = (await t.req('GET', '/operations?op=device.restore')).body.entries;
+    expect(ops).toEqual([expect.objectContaining({ op: 'device.restore', mac: dev.mac, status: 'ok' })]);
+  });
+
   it('the window survives a restart and still closes on time', async () => {
     await start();
     await t.req('POST', '/devices/registration-window', { ttl_minutes: 1, max_devices: 10 });

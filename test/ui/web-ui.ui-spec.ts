@@ -160,12 +160,18 @@ describe('web UI (Chromium)', () => {
     const first = await countdown.textContent();
     expect(first).toMatch(/^[45]:\d\d$/);
     await page.getByText('3 seat(s) left', { exact: false }).waitFor();
+    // How new devices get in, said in one place.
+    const now = page.getByLabel('admission now');
+    await now.getByText('window', { exact: true }).waitFor();
     expect((await api('GET', '/devices/registration-window')).body).toMatchObject({ open: true, max_devices: 3 });
     await page.waitForFunction((f) => (globalThis as any).document.querySelector('.countdown')?.textContent !== f, first);
     await shot('devices');
     await page.getByRole('button', { name: 'Close', exact: true }).click();
     await page.getByText('closed', { exact: true }).first().waitFor();
     expect((await api('GET', '/devices/registration-window')).body.open).toBe(false);
+    // After the first window, auto-register still reads on: both cards say what that means now.
+    await now.getByText(/auto-register no longer admits keyless devices/).waitFor();
+    await page.getByText('since the first registration window it no longer admits keyless devices', { exact: false }).waitFor();
 
     // Revoke: cancel leaves the device alone, confirm revokes it.
     await api('POST', '/devices', { mac: '52:54:00:aa:00:09' });
@@ -178,6 +184,12 @@ describe('web UI (Chromium)', () => {
     await page.getByRole('alertdialog').getByRole('button', { name: 'Revoke' }).click();
     await page.getByText('52:54:00:aa:00:09 revoked').waitFor();
     expect((await api('GET', '/devices/52:54:00:aa:00:09')).body.state).toBe('revoked');
+    // And the way back.
+    await page.getByRole('row', { name: /52:54:00:aa:00:09/ }).click();
+    await page.getByRole('button', { name: 'Restore' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Restore' }).click();
+    await page.getByText('52:54:00:aa:00:09 restored to the pool').waitFor();
+    expect((await api('GET', '/devices/52:54:00:aa:00:09')).body.state).toBe('pooled');
   });
 
   it('create a worker, bind the device, create a disk from a master, set it default: /boot-vars changes', async () => {

@@ -47,12 +47,18 @@ export function deviceCommands(ctx: CliContext): void {
       const data = await call(api().POST('/devices/import', { body: { entries } }));
       print(data, () => `created ${data.created.length}, skipped ${data.skipped.length}, failed ${data.failed.length}\n${data.failed.map((f) => `  failed ${f.mac}: ${f.error}\n`).join('')}`);
     });
-  verb(devices, 'revoke', 'revoke a device (unbinds it; it never boots as a worker again)', 'kurrent devices revoke 52:54:00:12:34:56 --yes')
+  verb(devices, 'revoke', 'revoke a device (it never boots as a worker again until restored)', 'kurrent devices revoke 52:54:00:12:34:56 --yes')
     .argument('<mac>')
     .action(async (mac: string) => {
       await confirm(`revoke device ${mac}`);
       const data = await call(api().DELETE('/devices/{mac}', { params: { path: { mac } } }));
       print(data, () => `${mac}: revoked\n`);
+    });
+  verb(devices, 'restore', 'undo a revocation: the device returns to the pool, keyless', 'kurrent devices restore 52:54:00:12:34:56')
+    .argument('<mac>')
+    .action(async (mac: string) => {
+      const data = await call(api().POST('/devices/{mac}/restore', { params: { path: { mac } } }));
+      print(data, () => `${data.mac}: ${data.state}\n`);
     });
   verb(devices, 'bind', 'bind a device to a worker (--force moves a bound one)', 'kurrent devices bind 52:54:00:12:34:56 seat-01')
     .argument('<mac>')

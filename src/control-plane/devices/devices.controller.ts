@@ -125,11 +125,19 @@ export class DevicesController {
     return this.devices.get(mac);
   }
 
-  /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again); the key is dropped. */
+  /** Revoke: pooled -> revoked (kept in the ledger; cannot be registered again until restored); the key is dropped. */
   @ApiErrors(400, 404, 409, 'writes')
   @Delete(':mac')
   revoke(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
     return this.devices.revoke(mac, client);
+  }
+
+  /** Undoes a revocation: revoked -> pooled, keyless (it claims a key again inside a registration window); audited. */
+  @ApiErrors(400, 404, [409, 'The device is not revoked.'], 'writes')
+  @Post(':mac/restore')
+  @HttpCode(200)
+  restore(@Param('mac') mac: string, @ClientIp() client: string): Promise<DeviceDto> {
+    return this.devices.restore(mac, client);
   }
 
   /** Resets the device key: the device may claim a key again inside a registration window; audited. */

@@ -6,6 +6,7 @@ import { parsePubkey, ParsedKey } from '../common/device-key';
 import { cleanReportString, isDeviceMac } from '../../shared/grammars';
 import { normalizeId, normalizeMac } from '../../shared/mac';
 import { AuditService } from '../audit/audit.service';
+import type { RefusalReason } from '../settings/dto/admission.dto';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerRepository, Tx } from '../repositories/ledger/ledger.repository';
 import { DeviceRecord, emptyFingerprint, Fingerprint, newDevice } from '../repositories/ledger/records';
@@ -130,8 +131,9 @@ export class DevicesService {
     const secure = this.settings.secureRegistration;
     if (secure) {
       // Secure mode (seed 004): new devices only inside a window, and only with a valid key.
-      if (!this.settings.windowOpen() || !key?.ok) return '';
-    } else if (!this.settings.autoRegister) return '';
+      if (!this.settings.windowOpen()) return this.refuse(mac, client, 'no_window');
+      if (!key?.ok) return this.refuse(mac, client, 'no_key');
+    } else if (!this.settings.autoRegister) return this.refuse(mac, client, 'auto_register_off');
     const verdict = this.limiter.check(client, store.pooledCount());
     if (!verdict.ok) {
       if (verdict.burstStart) {
@@ -150,15 +152,37 @@ export class DevicesService {
       return '';
     }
     const keyFields = secure && key?.ok ? { pubkey: key.hex, key_hash: key.sha256, key_claimed_at: now } : {};
-    await store.register(
+    let full = false;
+    const registered = await store.register(
       newDevice(mac, { uuid, source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now, ...keyFields }),
       {
         // The window's quota and the pool limit are taken inside the locked commit: exact under any burst.
-        admit: secure ? { take: () => this.settings.tryAdmit(), release: () => this.settings.releaseAdmit() } : undefined,
+        admit: secure
+          ? {
+              take: () => {
+                const ok = this.settings.tryAdmit();
+                full ||= !ok;
+                return ok;
+              },
+              release: () => this.settings.releaseAdmit(),
+            }
+          : undefined,
         poolLimit: this.limiter.poolLimit,
         audit: { op: 'device.register', fields: { mac, source: 'ipxe', ...(secure ? { via: 'registration_window', key_sha256: key!.ok ? key!.sha256 : null } : {}), client } },
       },
     );
+    if (!registered && full) return this.refuse(mac, client, 'window_full');
+    return '';
+  }
+
+  /**
+   * An unknown device turned away: counted for GET /settings/admission and audited as
+   * device.register.refused (once per MAC and reason a minute, and at most
+   * UNAUTHENTICATED_AUDITS_PER_MINUTE a minute in all, the rest summarised as `dropped`).
+   */
+  private refuse(mac: string, client: string, reason: RefusalReason): '' {
+    this.settings.noteRefused(reason);
+    this.auditKey('device.register.refused', mac, client, { reason });
     return '';
   }
 
@@ -281,6 +305,26 @@ export class DevicesService {
         return { r };
       });
       return deviceView(rec.r);
+    });
+  }
+
+  /**
+   * The way back from a revocation: revoked -> pooled, without a key (the device claims one again
+   * inside a registration window, as a new one would). Audited as device.restore.
+   */
+  restore(rawMac: string, client: string): Promise<DeviceDto> {
+    const mac = this.parseMac(rawMac);
+    return this.store.exclusive(async () => {
+      const r = await this.store.commit((tx) => {
+        const d = tx.devices.get(mac);
+        if (!d) throw notFound(`device not found: ${mac}`);
+        if (d.state !== 'revoked') throw conflict(`device is not revoked (state ${d.state}): ${mac}`);
+        const next: DeviceRecord = { ...d, state: 'pooled', bound_worker_id: null, pubkey: null, key_hash: null, key_claimed_at: null };
+        tx.devices.set(mac, next);
+        tx.audit('device.restore', { mac, client });
+        return next;
+      });
+      return deviceView(r);
     });
   }
 

@@ -2,6 +2,7 @@ import { Body, Controller, Get, Put } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { ClientIp } from '../common/client-ip.decorator';
+import { AdmissionDto } from './dto/admission.dto';
 import { AutoRegisterDto } from './dto/auto-register.dto';
 import { EnforcementDto, SetEnforcementDto } from './dto/signature-enforcement.dto';
 import { SettingsService } from './settings.service';
@@ -16,6 +17,17 @@ export class SettingsController {
   @Get('auto-register')
   get(): AutoRegisterDto {
     return this.settings.getAutoRegister();
+  }
+
+  /**
+   * How a device that reports for the first time is treated now (open auto-register, window only,
+   * closed), why, the registration window with its admitted count, and the unknown devices this
+   * control plane turned away, by reason (each is also audited as device.register.refused).
+   */
+  @ApiErrors()
+  @Get('admission')
+  admission(): AdmissionDto {
+    return this.settings.getAdmission();
   }
 
   /** Signature enforcement and the bound devices that would be locked out (no key yet). */

@@ -4,6 +4,7 @@ import { conflict } from '../../shared/http/api-error';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
+import { AdmissionDto, RefusalReason } from './dto/admission.dto';
 import { changedKeys, SettingsFile, SettingsRepository, WindowState } from '../repositories/settings/settings.repository';
 
 export type { SettingsFile, WindowState };
@@ -33,6 +34,7 @@ export class SettingsService implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
+    this.refused.since = this.clock.isoNow();
     // Devices registered by another control plane count against the window's quota.
     this.store.onExternalChange(() => (this.admitted = null));
     this.repo.onChange((doc) => this.adopt(doc));
@@ -46,6 +48,37 @@ export class SettingsService implements OnModuleInit {
   }
 
   // ---- registration window (seed 004 section 1) ----
+
+  /** Unknown devices turned away since this process started or the current window opened (this control plane's count). */
+  private refused = { since: '', by_reason: { auto_register_off: 0, no_window: 0, no_key: 0, window_full: 0 } as Record<RefusalReason, number> };
+
+  /** /devices/report turned an unknown device away (the audit record is the caller's, rate-limited). */
+  noteRefused(reason: RefusalReason): void {
+    this.refused.by_reason[reason]++;
+  }
+
+  /** How new devices are admitted now: mode, why, the window and what was refused. */
+  getAdmission(): AdmissionDto {
+    const secure = this.secureRegistration;
+    const open = this.windowOpen();
+    const mode = secure ? (open ? 'window' : 'closed') : this.autoRegister ? 'open' : 'closed';
+    const explanation = secure
+      ? open
+        ? 'registration window open: new devices are pooled only with a key, until it expires or its quota is used'
+        : 'secure registration (a window was opened once, or signature enforcement is on): new devices enter only through a registration window, with a key; auto-register no longer admits keyless devices. Open a window, or add devices by POST /devices or import'
+      : this.autoRegister
+        ? 'auto-register: any new MAC that reports is pooled (up to IPXE_CP_POOL_LIMIT and the per-address rate)'
+        : 'closed: auto-register is off; new devices are added only by POST /devices or import';
+    const total = Object.values(this.refused.by_reason).reduce((a, b) => a + b, 0);
+    return {
+      mode,
+      explanation,
+      auto_register: this.autoRegister,
+      secure_registration: secure,
+      window: this.getWindow(),
+      refused: { since: this.refused.since, total, by_reason: { ...this.refused.by_reason } },
+    };
+  }
 
   /** Devices admitted by the current window: counted from the ledger once, then kept under the lock. */
   private admitted: number | null = null;
@@ -116,6 +149,7 @@ export class SettingsService implements OnModuleInit {
       };
       await this.save({ ...this.data, registration_window: w, secure_registration: true });
       this.admitted = 0;
+      this.refused = { since: w.opened_at, by_reason: { auto_register_off: 0, no_window: 0, no_key: 0, window_full: 0 } };
       await this.audit.record('registration_window.open', { ttl_minutes: ttlMinutes, max_devices: maxDevices, expires_at: w.expires_at, replaced, client });
       return this.getWindow();
     });

@@ -175,11 +175,23 @@ function DeviceDetail({ d, now, onClose, onChange }: { d: Device; now: number; o
             class="danger"
             disabled={act.busy}
             onClick={async () => {
-              if (!(await confirmAction('Revoke device?', `${d.mac} will get no disk at boot until registered again.`, { confirm: 'Revoke' }))) return;
+              if (!(await confirmAction('Revoke device?', `${d.mac} will get no disk at boot and cannot register again until it is restored here.`, { confirm: 'Revoke' }))) return;
               if (await act.run(() => call(api.DELETE('/devices/{mac}', { params: { path: { mac: d.mac } } })))) done(`${d.mac} revoked`);
             }}
           >
             Revoke
+          </button>
+        )}
+        {d.state === 'revoked' && (
+          <button
+            type="button"
+            disabled={act.busy}
+            onClick={async () => {
+              if (!(await confirmAction('Restore device?', `${d.mac} returns to the pool without a key; it claims one again inside a registration window.`, { confirm: 'Restore' }))) return;
+              if (await act.run(() => call(api.POST('/devices/{mac}/restore', { params: { path: { mac: d.mac } } })))) done(`${d.mac} restored to the pool`);
+            }}
+          >
+            Restore
           </button>
         )}
       </div>
@@ -192,6 +204,7 @@ function Admission({ onChange }: { onChange: () => void }) {
   const win = useResource(() => call(api.GET('/devices/registration-window')), [], 5000);
   const auto = useResource(() => call(api.GET('/settings/auto-register')), []);
   const enf = useResource(() => call(api.GET('/settings/signature-enforcement')), [], 15_000);
+  const adm = useResource(() => call(api.GET('/settings/admission')), [], 5000);
   const now = useNow(1000);
   const act = useAction();
   const [ttl, setTtl] = useState('10');
@@ -201,11 +214,25 @@ function Admission({ onChange }: { onChange: () => void }) {
     void win.reload();
     void enf.reload();
     void auto.reload();
+    void adm.reload();
     onChange();
   };
+  const refused = adm.data ? Object.entries(adm.data.refused.by_reason).filter(([, n]) => n) : [];
   const blockers = enf.data?.keyless_bound_devices ?? [];
   return (
     <section class="admission" aria-label="admission">
+      {adm.data && (
+        <div class="card admission-now" aria-label="admission now">
+          <h3>
+            New devices: <Badge kind={adm.data.mode === 'closed' ? 'closed' : 'open'}>{adm.data.mode}</Badge>
+          </h3>
+          <p>{adm.data.explanation}</p>
+          <p class="muted">
+            {adm.data.refused.total} turned away since {relativeTime(adm.data.refused.since, now)}
+            {refused.length ? `: ${refused.map(([r, n]) => `${r.replace(/_/g, ' ')} ${n}`).join(', ')}` : ''} (each audited as device.register.refused)
+          </p>
+        </div>
+      )}
       <div class="card">
         <h3>Registration window</h3>
         {v.open ? (
@@ -267,6 +294,7 @@ function Admission({ onChange }: { onChange: () => void }) {
           />{' '}
           unknown MACs join the pool when they boot (open mode)
         </label>
+        {adm.data?.secure_registration && auto.data?.enabled && <p class="warn">since the first registration window it no longer admits keyless devices: new devices come in through a window</p>}
       </div>
       <div class="card">
         <h3>Signature enforcement</h3>
