@@ -117,7 +117,7 @@ describe('web UI (Chromium)', () => {
     await shot('login-refused');
     await page.getByLabel('API token').fill(TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Devices' }).waitFor();
+    await page.getByRole('heading', { name: 'Devices', exact: true }).waitFor();
     // Kept for this tab only: sessionStorage, not a cookie or localStorage.
     expect(await page.evaluate(() => [(globalThis as any).sessionStorage.getItem('kurrent.token'), (globalThis as any).localStorage.length, (globalThis as any).document.cookie])).toEqual([TOKEN, 0, '']);
   });
@@ -285,9 +285,35 @@ describe('web UI (Chromium)', () => {
     await plan.getByText('2 / 2').waitFor();
     await plan.locator('tr[data-worker="ui-b01"]').getByText('ok', { exact: true }).waitFor();
     await plan.locator('tr[data-worker="ui-b02"]').getByText('ok', { exact: true }).waitFor();
+    // The plan ran: its results stay, and it cannot be run a second time over them.
+    expect(await plan.getByRole('button', { name: 'Executed: preview again for another run' }).isDisabled()).toBe(true);
     await shot('batch-disks');
     for (const id of ['ui-b01', 'ui-b02']) expect((await api('GET', `/workers/${id}`)).body.disks.map((d: { os: string; agent: string }) => [d.os, d.agent])).toEqual([['ubuntu', 'stgt-01']]);
     expect((await api('GET', '/workers/ui-b03')).body.disks).toEqual([]);
+  });
+
+  it('Batch bind: a fingerprint mismatch is not counted as ok, the confirmation names it, and a run happens once', async () => {
+    for (const [mac, serial] of [
+      ['52:54:00:bb:00:01', 'SN-B1'],
+      ['52:54:00:bb:00:02', 'SN-B2'],
+    ]) {
+      expect((await api('POST', '/devices', { mac, serial })).status).toBe(201);
+    }
+    for (const id of ['ui-bb1', 'ui-bb2']) expect((await api('POST', '/workers', { worker_id: id })).status).toBe(201);
+    await go('devices');
+    await page.getByRole('button', { name: 'Batch bind' }).click();
+    await page.locator('textarea[name="manifest"]').fill('52:54:00:bb:00:01,ui-bb1,SN-B1\n52:54:00:bb:00:02,ui-bb2,SN-WRONG\n');
+    await page.getByRole('button', { name: 'Preview 2 pair(s)' }).click();
+    const preview = page.getByLabel('batch preview');
+    await preview.getByText('fingerprint mismatch(es)', { exact: false }).waitFor();
+    expect((await preview.locator('p').first().textContent())?.replace(/\s+/g, ' ')).toMatch(/^2 pairs: 1 ok · 1 fingerprint mismatch\(es\) · 0 conflicts · 0 not found/);
+    await page.getByRole('button', { name: 'Execute' }).click();
+    const dialog = page.getByRole('alertdialog');
+    await dialog.getByText('1 of them with a fingerprint that differs from the manifest', { exact: false }).waitFor();
+    await dialog.getByRole('button', { name: 'Bind' }).click();
+    await page.getByLabel('batch result').waitFor();
+    expect((await api('GET', '/devices/52:54:00:bb:00:02')).body.bound_worker_id).toBe('ui-bb2');
+    expect(await page.getByRole('button', { name: 'Execute' }).isDisabled()).toBe(true);
   });
 
   it('Operations: server-side filters and a live tail that shows a new operation without reloading', async () => {
@@ -311,8 +337,10 @@ describe('web UI (Chromium)', () => {
     const entries = Array.from({ length: 10_000 }, (_, i) => ({ mac: macOf(0x10000 + i), serial: `BULK-${i}` }));
     const r = await api('POST', '/devices/import', { entries });
     expect(r.body.created).toHaveLength(10_000);
+    const all = (await api('GET', '/devices')).body.length;
+    expect(all).toBeGreaterThan(10_000);
     await go('devices');
-    await page.getByText(/^10003 shown$/).waitFor();
+    await page.getByText(new RegExp(`^${all} shown$`)).waitFor();
     const inDom = await page.locator('.vrow').count();
     expect(inDom).toBeGreaterThan(5);
     expect(inDom).toBeLessThan(80);
@@ -341,6 +369,34 @@ describe('web UI (Chromium)', () => {
     expect(nav!.height).toBeLessThan(120);
     expect(await tablet.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth + 1)).toBe(true);
     await tablet.screenshot({ path: path.join(SCREENSHOT_DIR, 'workers-tablet.png') });
+    // Every button stays inside its card, on the pages with row buttons.
+    const outside = () =>
+      tablet.evaluate(() =>
+        [...(globalThis as any).document.querySelectorAll('main button')]
+          .filter((b: any) => {
+            const r = b.getBoundingClientRect();
+            if (!r.width) return false; // not shown
+            const box = (b.closest('.card, .page-head, table') ?? b.closest('main')).getBoundingClientRect();
+            return r.right > Math.min(box.right, (globalThis as any).innerWidth) + 1;
+          })
+          .map((b: any) => b.textContent),
+      );
+    for (const [hash, ready] of [
+      ['workers/ui-w1', 'Clear default'],
+      ['agents', 'Drain'],
+    ]) {
+      await tablet.goto(`${base}/ui/#/${hash}`);
+      await tablet.getByRole('button', { name: ready, exact: true }).first().waitFor();
+      expect([hash, await outside()]).toEqual([hash, []]);
+      expect(await tablet.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth + 1)).toBe(true);
+    }
+    await tablet.screenshot({ path: path.join(SCREENSHOT_DIR, 'agents-tablet.png') });
+    // Operations: the details column keeps a readable width (words are not split every few characters).
+    await tablet.goto(`${base}/ui/#/operations`);
+    const details = tablet.locator('td.details').first();
+    await details.waitFor();
+    expect((await details.boundingBox())!.width).toBeGreaterThanOrEqual(200);
+    await tablet.screenshot({ path: path.join(SCREENSHOT_DIR, 'operations-tablet.png') });
     await tablet.close();
   });
 });

@@ -83,6 +83,7 @@ export function BatchDisksPage() {
   const load = plan ? planLoad(plan, overrides) : {};
   const done = Object.values(results).filter((r) => r.state !== 'waiting' && r.state !== 'running').length;
   const total = Object.keys(results).length;
+  const executed = total > 0 && done === total;
   return (
     <div class="page">
       <header class="page-head">
@@ -245,8 +246,9 @@ export function BatchDisksPage() {
               })}
             </tbody>
           </table>
-          <button type="button" class="primary" disabled={running || executeTargets(plan, overrides).length === 0} onClick={() => void execute()}>
-            {running ? 'Executing…' : `Execute ${executeTargets(plan, overrides).length} row(s)`}
+          {/* A plan runs once: its results stay on screen; a new preview makes a new plan. */}
+          <button type="button" class="primary" disabled={running || executed || executeTargets(plan, overrides).length === 0} onClick={() => void execute()}>
+            {running ? 'Executing…' : executed ? 'Executed: preview again for another run' : `Execute ${executeTargets(plan, overrides).length} row(s)`}
           </button>
         </section>
       )}

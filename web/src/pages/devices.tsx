@@ -224,7 +224,7 @@ function Admission({ onChange }: { onChange: () => void }) {
       {adm.data && (
         <div class="card admission-now" aria-label="admission now">
           <h3>
-            New devices: <Badge kind={adm.data.mode === 'closed' ? 'closed' : 'open'}>{adm.data.mode}</Badge>
+            Admission of new machines: <Badge kind={adm.data.mode === 'closed' ? 'closed' : 'open'}>{adm.data.mode}</Badge>
           </h3>
           <p>{adm.data.explanation}</p>
           <p class="muted">
@@ -427,6 +427,9 @@ function BatchBind({ onClose, onDone }: { onClose: () => void; onDone: () => voi
   const [preview, setPreview] = useState<Preview>();
   const [res, setRes] = useState<BindResult>();
   const body = { mode: 'manifest' as const, pairs: parsed.rows };
+  // A matched pair whose device reports other hardware than the manifest says is bound too, but
+  // it is not "ok": it is counted and named apart, and the confirmation mentions it.
+  const mismatched = preview ? preview.matched.filter((m) => m.fingerprint_mismatch).length : 0;
   return (
     <Panel title="Batch bind" onClose={onClose}>
       <p class="muted">Paste the manifest: mac,worker_id[,serial,product,manufacturer,uuid] per line, or JSON.</p>
@@ -455,9 +458,15 @@ function BatchBind({ onClose, onDone }: { onClose: () => void; onDone: () => voi
         <button
           type="button"
           class="primary"
-          disabled={act.busy || !preview || preview.summary.ok === 0}
+          disabled={act.busy || !preview || preview.summary.ok === 0 || !!res}
           onClick={async () => {
-            if (preview!.summary.conflict + preview!.summary.not_found > 0 && !(await confirmAction('Execute with problems?', `${preview!.summary.ok} pair(s) will be bound; ${preview!.summary.conflict} conflict(s) and ${preview!.summary.not_found} not found are skipped.`, { confirm: 'Bind', danger: false }))) return;
+            const p = preview!;
+            const problems = [
+              mismatched ? `${mismatched} of them with a fingerprint that differs from the manifest` : '',
+              p.summary.conflict ? `${p.summary.conflict} conflict(s) skipped` : '',
+              p.summary.not_found ? `${p.summary.not_found} not found skipped` : '',
+            ].filter(Boolean);
+            if (problems.length && !(await confirmAction('Execute with problems?', `${p.summary.ok} pair(s) will be bound; ${problems.join('; ')}.`, { confirm: 'Bind', danger: false }))) return;
             const r = await act.run(() => call(api.POST('/devices/bind/batch', { body })));
             if (r) {
               setRes(r as BindResult);
@@ -472,7 +481,8 @@ function BatchBind({ onClose, onDone }: { onClose: () => void; onDone: () => voi
       {preview && !res && (
         <div class="result" aria-label="batch preview">
           <p>
-            {preview.summary.total} pairs: <strong>{preview.summary.ok}</strong> ok · <strong class={preview.summary.conflict ? 'bad' : ''}>{preview.summary.conflict}</strong> conflicts · <strong class={preview.summary.not_found ? 'bad' : ''}>{preview.summary.not_found}</strong> not found
+            {preview.summary.total} pairs: <strong>{preview.summary.ok - mismatched}</strong> ok · <strong class={mismatched ? 'bad' : ''}>{mismatched}</strong> fingerprint mismatch(es) ·{' '}
+            <strong class={preview.summary.conflict ? 'bad' : ''}>{preview.summary.conflict}</strong> conflicts · <strong class={preview.summary.not_found ? 'bad' : ''}>{preview.summary.not_found}</strong> not found
           </p>
           <table class="plain">
             <thead>
