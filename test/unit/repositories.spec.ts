@@ -96,3 +96,18 @@ describe('services see storage only through repositories', () => {
     expect(svc.revision).toBe(r0 + 1);
   });
 });
+
+describe('StoreSync (PostgreSQL): a round catches up the ledger before the documents', () => {
+  it('refreshes in the order ledger, settings, credentials whatever order the parts registered in', async () => {
+    const { StoreSync } = await import('../../src/control-plane/repositories/pg/store-sync');
+    const db = { query: async () => ({ rows: [{ ledger: '5', settings: '3', credentials: '2' }] }) };
+    const clock = { now: () => new Date(0) };
+    const sync = new StoreSync({ syncMs: 1000, stalenessMaxMs: 1000 } as never, clock as never, db as never);
+    const order: string[] = [];
+    for (const name of ['credentials', 'settings', 'ledger'] as const) {
+      sync.register(name, { appliedVersion: () => 0, refresh: async () => void order.push(name) });
+    }
+    await sync.round();
+    expect(order).toEqual(['ledger', 'settings', 'credentials']);
+  });
+});

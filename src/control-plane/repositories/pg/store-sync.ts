@@ -13,6 +13,7 @@ export interface SyncedPart {
 }
 
 export type SyncedName = 'ledger' | 'settings' | 'credentials';
+const SYNC_ORDER: SyncedName[] = ['ledger', 'settings', 'credentials'];
 
 /**
  * Bounded staleness on PostgreSQL. Other control planes' commits normally arrive within
@@ -75,7 +76,12 @@ export class StoreSync extends CacheFreshness implements OnApplicationBootstrap,
                 (SELECT version FROM documents WHERE name = 'credentials') AS credentials`,
       );
       const row = r.rows[0];
-      for (const [name, part] of this.parts) {
+      // Ledger first, whatever order the parts registered in (repositories start concurrently): a
+      // setting seen here implies the ledger is at least at this round's snapshot, so a change
+      // made before the setting (a binding moved, then enforcement on) is never seen after it.
+      for (const name of SYNC_ORDER) {
+        const part = this.parts.get(name);
+        if (!part) continue;
         const v = Number(row[name] ?? 0);
         if (v > part.appliedVersion()) await part.refresh();
       }
