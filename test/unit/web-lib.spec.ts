@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { countByState, filterDevices } from '../../web/src/lib/devices';
 import { bytes, countdown, hashPrefix, relativeTime } from '../../web/src/lib/format';
 import { parseImport, parsePairs } from '../../web/src/lib/paste';
+import { nextStep } from '../../web/src/lib/next-step';
 import { executeTargets, planLoad, planRows } from '../../web/src/lib/plan';
 import { statusRows } from '../../web/src/lib/status';
 import { visibleRange } from '../../web/src/lib/virtual';
@@ -181,5 +182,24 @@ describe('live status and the registration window', () => {
     expect(windowView({ ...w, open: false }, now)).toMatchObject({ open: false, label: 'closed' });
     expect(windowView({ open: true, expires_at: '2026-12-01T12:04:00Z', remaining: null }, now)).toMatchObject({ open: true, seatsLeft: null });
     expect(windowView(null, now).label).toBe('unknown');
+  });
+});
+
+describe('nextStep: what an operator can do about a failed request', () => {
+  it('names the agent and what it did for agent failures, and says nothing changed', () => {
+    expect(nextStep(503, { agent: 'stgt-01', error: 'connect ECONNREFUSED 10.0.0.3:4840' })).toBe(
+      'The storage agent stgt-01 refused the connection (is it running?). Check it on the Agents page (base URL, token, its service), then try again; nothing was changed here.',
+    );
+    expect(nextStep(503, { agent: 'a', error: 'timeout after 3000 ms' })).toMatch(/^The storage agent a did not answer in time\./);
+    expect(nextStep(502, { agent: 'a', error: 'HTTP 500' })).toMatch(/^The storage agent a failed\./);
+  });
+
+  it('covers the control plane itself: unreachable, storage unavailable or full, conflicts; none for plain 4xx', () => {
+    expect(nextStep(0)).toMatch(/did not answer/);
+    expect(nextStep(503)).toMatch(/cannot write its state/);
+    expect(nextStep(507)).toMatch(/state disk is full/);
+    expect(nextStep(409)).toMatch(/^This conflicts/);
+    expect(nextStep(400)).toBeNull();
+    expect(nextStep(404)).toBeNull();
   });
 });

@@ -1,5 +1,6 @@
 import createClient, { type Middleware } from 'openapi-fetch';
 import type { components, paths } from '../../src/client/control-plane.schema';
+import { nextStep } from './lib/next-step';
 
 /** The typed client of the control plane, generated from openapi/control-plane.openapi.json. */
 export type Schemas = components['schemas'];
@@ -27,6 +28,8 @@ export class ApiFailure extends Error {
     readonly status: number,
     message: string,
     readonly errors: { field: string; message: string }[] = [],
+    /** What to do next, when the status says (see lib/next-step). */
+    readonly hint: string | null = null,
   ) {
     super(message);
   }
@@ -61,10 +64,10 @@ export async function call<T>(p: Promise<{ data?: T; error?: unknown; response: 
   try {
     r = await p;
   } catch (e) {
-    throw new ApiFailure(0, `the control plane did not answer: ${(e as Error).message}`);
+    throw new ApiFailure(0, `the control plane did not answer: ${(e as Error).message}`, [], nextStep(0));
   }
   if (r.response.ok) return r.data as T;
-  const body = r.error as { message?: unknown; errors?: { field: string; message: string }[] } | undefined;
+  const body = r.error as { message?: unknown; errors?: { field: string; message: string }[]; agent?: unknown; error?: unknown } | undefined;
   const msg = typeof body?.message === 'string' ? body.message : `${r.response.status} ${r.response.statusText}`;
-  throw new ApiFailure(r.response.status, msg, Array.isArray(body?.errors) ? body!.errors : []);
+  throw new ApiFailure(r.response.status, msg, Array.isArray(body?.errors) ? body!.errors : [], nextStep(r.response.status, body ?? {}));
 }

@@ -11,6 +11,7 @@ export function ErrorBox({ error, onClose }: { error: Error | undefined | null; 
     <div class="error" role="alert">
       <strong>{f && f.status ? `${f.status}: ` : ''}</strong>
       {error.message}
+      {f?.hint && <p class="hint">{f.hint}</p>}
       {f && f.errors.length > 0 && (
         <ul>
           {f.errors.map((e) => (
