@@ -6,7 +6,7 @@ import { normalizeId, normalizeMac } from '../../shared/mac';
 import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
-import { WorkerRecord } from '../repositories/ledger/records';
+import { DiskRecord, WorkerRecord } from '../repositories/ledger/records';
 import { KeyObject } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
@@ -375,29 +375,29 @@ export class BootService implements OnModuleInit {
   }
 
   /** What /boot-vars answers a worker, or (vars null: the empty script) why it answers nothing. */
-  private workerPlan(w: WorkerRecord): { vars: BootVarsDto; blocker: null } | { vars: null; blocker: BootBlockerCode } {
+  private workerPlan(w: WorkerRecord): ({ vars: BootVarsDto; blocker: null } | { vars: null; blocker: BootBlockerCode }) & { disk: DiskRecord | undefined } {
     const d = this.disks.defaultDisk(w);
     const out: BootVarsDto = {} as BootVarsDto;
     if (d?.disk.transport === 'nvme-tcp') {
       const nv = this.disks.nvmeOrBlocker(w, d.disk);
-      if (typeof nv === 'string') return { vars: null, blocker: nv };
+      if (typeof nv === 'string') return { vars: null, blocker: nv, disk: d.disk };
       Object.assign(out, nv);
     } else if (d) {
       Object.assign(out, this.disks.iscsi(d.disk));
       const chap = this.disks.iscsiChap(w);
       // A revoked credential locks the worker's LIO targets: no script that would try them.
-      if (chap === null && this.disks.isLio(d.disk)) return { vars: null, blocker: 'credential-revoked' };
+      if (chap === null && this.disks.isLio(d.disk)) return { vars: null, blocker: 'credential-revoked', disk: d.disk };
       if (chap) Object.assign(out, { iscsi_username: chap.userid, iscsi_password: chap.secret });
     }
     const menuDefault = d?.explicit ? this.disks.itemId(d.disk) : w.boot.menu_default ? this.menuIdFor(w, w.boot.menu_default) : null;
     if (!menuDefault) {
       // The reboot loop boots nothing: no secret goes with it.
       const { iscsi_username: _u, iscsi_password: _p, ...rest } = out;
-      return { vars: { ...rest, ...this.rebootLoop() }, blocker: null };
+      return { vars: { ...rest, ...this.rebootLoop() }, blocker: null, disk: d?.disk };
     }
     out.menu_default = menuDefault;
     out.menu_timeout = w.boot.menu_timeout ?? this.config.bootMenuTimeoutMs;
-    return { vars: out, blocker: null };
+    return { vars: out, blocker: null, disk: d?.disk };
   }
 
   /**
@@ -414,8 +414,7 @@ export class BootService implements OnModuleInit {
       if (plan.vars === null) codes.push(plan.blocker);
       else if (plan.vars.menu_default === 'reboot') codes.push('no-default-disk');
       else if (!w.disks.some((d) => this.disks.itemId(d) === plan.vars.menu_default)) codes.push('default-not-a-disk');
-      const d = this.disks.defaultDisk(w);
-      const agent = d && plan.vars?.menu_default !== 'reboot' ? this.disks.agentBlocker(d.disk) : null;
+      const agent = plan.disk && plan.vars?.menu_default !== 'reboot' ? this.disks.agentBlocker(plan.disk) : null;
       if (agent && !codes.includes(agent)) codes.push(agent);
     }
     if (mac && this.settings.signatureEnforcement && !this.store.read().devices.get(mac)?.pubkey) codes.push('no-device-key');

@@ -15,7 +15,7 @@ import { CredentialRepository, FileShape } from './credential.repository';
  */
 @Injectable()
 export class FileCredentialRepository extends CredentialRepository implements OnModuleInit, OnApplicationShutdown {
-  private readonly log = new Logger('CredentialStore');
+  private readonly log = new Logger('Credentials');
   readonly file: string;
 
   private readonly flushMs: number;

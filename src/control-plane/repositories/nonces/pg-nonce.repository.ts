@@ -16,7 +16,7 @@ export const NONCE_CLAIM_WAIT_MS = 1_000;
  */
 @Injectable()
 export class PgNonceRepository extends NonceRepository {
-  private readonly log = new Logger('NonceLedger');
+  private readonly log = new Logger('Nonces');
   /** Claims decided locally while the database did not answer, written when it does. */
   private backlog: { nonce: Buffer; use: string; expires: number }[] = [];
 
