@@ -9,6 +9,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v pkill >/dev/null 2>&1 || need+=(procps)
 command -v tgtd >/dev/null 2>&1 || need+=(tgt)
+# A userspace iSCSI initiator that holds a real session on tgtd (boot sessions: the disk login).
+command -v iscsi-perf >/dev/null 2>&1 || need+=(libiscsi-bin)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)

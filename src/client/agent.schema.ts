@@ -215,6 +215,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Initiators logged in now, per target (stgt: tgtadm's I_T nexuses; lio: configfs sessions;
+         *     nvmet: debugfs controllers)
+         * @description Initiators logged in now, per target (stgt: tgtadm's I_T nexuses; lio: configfs sessions;
+         *     nvmet: debugfs controllers). The control plane reads it to see a worker's disk login (boot sessions).
+         */
+        get: operations["listInitiatorSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -311,6 +333,21 @@ export interface components {
             /** @description Request field (dotted path for nested bodies), e.g. `boot.menu_timeout`. */
             field: string;
             message: string;
+        };
+        InitiatorSessionDto: {
+            /** @description The initiator's address when the backend shows it. */
+            address: string | null;
+            /** @description The backend's id of the session (stgt I_T nexus, LIO session id, nvmet controller) when it has one: a new login gets a new one. */
+            id: string | null;
+            /** @description Initiator IQN (iSCSI) or host NQN (NVMe/TCP). */
+            initiator: string;
+            /** @description IQN or NQN of the target. */
+            target: string;
+        };
+        InitiatorSessionsDto: {
+            sessions: components["schemas"]["InitiatorSessionDto"][];
+            /** @description false: this backend cannot see sessions on this node (nvmet on a kernel without CONFIG_NVME_TARGET_DEBUGFS); sessions is then empty. */
+            supported: boolean;
         };
         KernelFeaturesDto: {
             /** @description What this node cannot serve as configured, each naming the missing feature; empty when nothing. */
@@ -1024,6 +1061,43 @@ export interface operations {
             };
             /** @description Not found. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    listInitiatorSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InitiatorSessionsDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -197,6 +197,69 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/boots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Boots of the fleet, newest first, each with its stages and times (kept: 20 per device, 7 days)
+         * @description Boots of the fleet, newest first, each with its stages and times (kept: 20 per device, 7 days).
+         */
+        get: operations["listBoots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/boots/os-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The booted operating system says it is up (no auth, like /devices/report; telemetry only:
+         *     it ends the device's boot…
+         * @description The booted operating system says it is up (no auth, like /devices/report; telemetry only:
+         *     it ends the device's boot with the `os` stage and changes nothing else). The kernel stage's
+         *     initramfs calls it once root is mounted: `curl -fsS -X POST '<controller>/boots/os-up?mac=<mac>'`.
+         */
+        post: operations["reportOsUp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/boots/{mac}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Releases a looping device: its earlier boots no longer count and /boot-vars answers it as before
+         * @description Releases a looping device: its earlier boots no longer count and /boot-vars answers it as before. Audited.
+         */
+        post: operations["releaseBootHold"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/devices": {
         parameters: {
             query?: never;
@@ -624,6 +687,30 @@ export interface paths {
          * @description Switches auto-register; persisted, effective immediately, audited as settings.auto_register.
          */
         put: operations["setAutoRegister"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/settings/boot-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * When a boot counts as stuck, when a device counts as looping, and what a looping device is answered
+         * @description When a boot counts as stuck, when a device counts as looping, and what a looping device is answered.
+         */
+        get: operations["getBootPolicy"];
+        /**
+         * Changes the given fields of the boot policy; persisted, effective at once, audited as settings.boot_policy
+         * @description Changes the given fields of the boot policy; persisted, effective at once, audited as settings.boot_policy.
+         */
+        put: operations["setBootPolicy"];
         post?: never;
         delete?: never;
         options?: never;
@@ -1193,7 +1280,7 @@ export interface components {
         };
         BootBlockerDto: {
             /** @enum {string} */
-            code: "no-bound-device" | "no-disk" | "no-default-disk" | "default-not-a-disk" | "agent-unknown" | "agent-draining" | "agent-down" | "nvme-port-unknown" | "nvme-port-without-tls" | "credential-missing" | "credential-revoked" | "credential-not-pushed" | "no-device-key";
+            code: "no-bound-device" | "no-disk" | "no-default-disk" | "default-not-a-disk" | "agent-unknown" | "agent-draining" | "agent-down" | "nvme-port-unknown" | "nvme-port-without-tls" | "credential-missing" | "credential-revoked" | "credential-not-pushed" | "no-device-key" | "boot-loop-hold";
             /** @description What the code means and what to do about it. */
             message: string;
         };
@@ -1212,6 +1299,15 @@ export interface components {
             /** @description Menu timeout in ms; 0 waits forever. */
             menu_timeout: number | null;
         };
+        BootHoldDto: {
+            /** @description /boot-vars answers it the hold script now. */
+            held: boolean;
+            /** @description Looping now. */
+            looping: boolean;
+            mac: string;
+            /** @description Whether this call released a loop (false: it was not looping). */
+            released: boolean;
+        };
         BootMenuDto: {
             /** @description Root path of the install CD (menu-install), when the worker has one. */
             install_root?: string;
@@ -1229,10 +1325,62 @@ export interface components {
             /** @enum {string} */
             transport: "iscsi" | "nvme-tcp";
         };
+        BootPolicyDto: {
+            /**
+             * @description hold (default): /boot-vars answers a looping device a script that stops on a console message until it is released; keep-looping: answered as before, only marked.
+             * @enum {string}
+             */
+            loop_action: "hold" | "keep-looping";
+            /** @description Boots of one device that never reach its disk, within loop_window_minutes, that make it `looping` (default 3). */
+            loop_threshold: number;
+            /** @description The window those boots are counted in (default 10). */
+            loop_window_minutes: number;
+            /** @description A boot with no next stage for this long is `stuck` (default 300). */
+            stuck_after_seconds: number;
+        };
         BootReadinessDto: {
             bootable: boolean;
             /** @description Empty when bootable; otherwise every reason, in the order /boot-vars meets them. */
             reasons: components["schemas"]["BootBlockerDto"][];
+        };
+        BootSessionDto: {
+            /** @description `<mac without colons>-<start in ms>`: stable while the session is kept. */
+            id: string;
+            /** @description Time of its latest stage. */
+            last_stage_at: string;
+            /** @description The device is looping now (see GET /settings/boot-policy). */
+            looping: boolean;
+            mac: string;
+            /**
+             * @description in_progress; booted (the disk saw the worker log in); failed (/boot-vars answered something that
+             *     cannot boot: see reason); stuck (no next stage within stuck_after_seconds); superseded (the
+             *     device started again first); waiting (pooled: the reboot loop until it is bound); held (boot-loop hold).
+             * @enum {string}
+             */
+            outcome: "in_progress" | "booted" | "failed" | "stuck" | "superseded" | "waiting" | "held";
+            /** @description Why it failed (failed only), else null. */
+            reason: string | null;
+            /**
+             * @description The furthest stage reached.
+             * @enum {string}
+             */
+            stage: "report" | "challenge" | "vars" | "menu" | "disk" | "os";
+            stages: components["schemas"]["BootStageDto"][];
+            started_at: string;
+            /** @description The worker the device was bound to when it booted (null: pooled). */
+            worker_id: string | null;
+        };
+        BootStageDto: {
+            at: string;
+            /** @description vars: `answer` (disk, reboot, pooled, empty, refused, denied, held) with `disk`, `transport` and
+             *     `agent` of the disk it was sent to, or `reason`; disk: `target`, `agent`, `initiator`. Never a secret. */
+            detail?: {
+                [key: string]: string;
+            };
+            /** @description Milliseconds since the boot's first stage. */
+            offset_ms: number;
+            /** @enum {string} */
+            stage: "report" | "challenge" | "vars" | "menu" | "disk" | "os";
         };
         BootVarsDto: {
             /** @description IQN prefix of the default boot disk (absent without a disk). */
@@ -1273,6 +1421,9 @@ export interface components {
              *     MAC bound to the worker: turn on signature enforcement so only the bound device's key can
              *     fetch them. */
             tls_psk?: string;
+        };
+        BootsPageDto: {
+            items: components["schemas"]["BootSessionDto"][];
         };
         CdDto: {
             agent: string;
@@ -1491,6 +1642,8 @@ export interface components {
             key_hash: string | null;
             /** @description Same as key_hash (seed 004 name). The key itself is never shown. */
             key_sha256: string | null;
+            /** @description The device's newest boot, stage by stage (GET /boots?mac= for the earlier ones); null: none kept. */
+            last_boot: components["schemas"]["BootSessionDto"] | null;
             last_seen: string | null;
             /** @description Lower-case colon form. */
             mac: string;
@@ -1768,6 +1921,13 @@ export interface components {
             iqn: string;
             reason: string;
         };
+        SetBootPolicyDto: {
+            /** @enum {string} */
+            loop_action?: "hold" | "keep-looping";
+            loop_threshold?: number;
+            loop_window_minutes?: number;
+            stuck_after_seconds?: number;
+        };
         SetCredentialDto: {
             /**
              * @description A secret in DHHC-1 form as `nvme gen-dhchap-key` prints it (`DHHC-1:<hh>:<base64(key || crc32)>:`;
@@ -1830,6 +1990,8 @@ export interface components {
             default_os: string | null;
             disks: components["schemas"]["DiskDto"][];
             hostname: string;
+            /** @description The newest boot of its bound device, stage by stage; null: no bound device or none kept. */
+            last_boot: components["schemas"]["BootSessionDto"] | null;
             /** @description MAC of the bound device (null when none). */
             mac: string | null;
             /**
@@ -1857,6 +2019,8 @@ export interface components {
             default_os: string | null;
             disks: components["schemas"]["DiskDto"][];
             hostname: string;
+            /** @description The newest boot of its bound device, stage by stage; null: no bound device or none kept. */
+            last_boot: components["schemas"]["BootSessionDto"] | null;
             /** @description MAC of the bound device (null when none). */
             mac: string | null;
             /**
@@ -2700,6 +2864,158 @@ export interface operations {
             };
             /** @description Invalid input; the message names the field. Nothing was changed. */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    listBoots: {
+        parameters: {
+            query?: {
+                /** @description Only boots of this worker (the worker the device was bound to when it booted). */
+                worker_id?: string;
+                outcome?: "in_progress" | "booted" | "failed" | "stuck" | "superseded" | "waiting" | "held";
+                /** @description Only boots with a stage at or after this time (ISO 8601). */
+                since?: string;
+                /** @description At most this many boots, newest first (1-1000, default 100). */
+                limit?: number;
+                /** @description Only this device's boots (any MAC spelling; normalised). */
+                mac?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BootsPageDto"];
+                };
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    reportOsUp: {
+        parameters: {
+            query: {
+                /** @description MAC of the booted device */
+                mac: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Recorded (or ignored: an unknown or revoked device). */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    releaseBootHold: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                mac: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BootHoldDto"];
+                };
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Not found. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4202,6 +4518,111 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AutoRegisterDto"];
+                };
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description The state directory is not writable (read-only volume). Nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getBootPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BootPolicyDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    setBootPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetBootPolicyDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BootPolicyDto"];
                 };
             };
             /** @description Invalid input; the message names the field. Nothing was changed. */

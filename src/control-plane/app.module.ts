@@ -5,6 +5,7 @@ import { logDestination } from '../shared/http/log-destination';
 import { StorageNodesModule } from './storage-nodes/storage-nodes.module';
 import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
+import { BootsModule } from './boots/boots.module';
 import { CredentialsModule } from './credentials/credentials.module';
 import { ReconcilerModule } from './reconciler/reconciler.module';
 import { AuthGuard, BEARER_TOKEN, PUBLIC_HANDLERS } from '../shared/http/auth.guard';
@@ -51,6 +52,7 @@ export class AppModule {
         CredentialsModule,
         WorkersModule,
         BootModule,
+        BootsModule,
         ReconcilerModule,
         MetricsModule,
       ],

@@ -37,7 +37,8 @@ export function createBackend(c: AgentConfig, proc: ProcessRunner, files: FileSy
       const cfs = new ConfigFs(c.configfsRoot);
       // The kernel keyring only behind a real configfs; a test directory has no kernel behind it.
       const keyring = cfs.real ? new KernelNvmeKeyring(proc, files) : new NoNvmeKeyring();
-      return new NvmetBackend(cfs, { addr: c.portalAddr, port: c.nvmePort, tls: c.nvmeTls }, keyring, new KernelInfo());
+      // Connections are visible only in debugfs (when the kernel has CONFIG_NVME_TARGET_DEBUGFS).
+      return new NvmetBackend(cfs, { addr: c.portalAddr, port: c.nvmePort, tls: c.nvmeTls }, keyring, new KernelInfo(), cfs.real ? '/sys/kernel/debug/nvmet' : null);
     }
   }
 }

@@ -1,3 +1,4 @@
+import { BootsModule } from '../boots/boots.module';
 import { Module } from '@nestjs/common';
 import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
 import { CredentialsModule } from '../credentials/credentials.module';
@@ -9,7 +10,7 @@ import { DiskVarsResolver } from './disk-vars';
 import { IpxeScriptsService } from './ipxe-scripts.service';
 
 @Module({
-  imports: [SettingsModule, StorageNodesModule, CredentialsModule],
+  imports: [SettingsModule, StorageNodesModule, CredentialsModule, BootsModule],
   controllers: [BootController],
   providers: [BootService, DiskVarsResolver, ChallengeService, IpxeScriptsService],
   exports: [BootService],

@@ -6,7 +6,8 @@ import { normalizeId, normalizeMac } from '../../shared/mac';
 import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
-import { DiskRecord, WorkerRecord } from '../repositories/ledger/records';
+import { DiskRecord, targetName, WorkerRecord } from '../repositories/ledger/records';
+import { BootSessionsService, StageNote } from '../boots/boot-sessions.service';
 import { KeyObject } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
@@ -14,7 +15,7 @@ import { ChallengeService, ChallengeUse } from './challenge.service';
 import { DiskVarsResolver } from './disk-vars';
 import { BOOT_BLOCKERS, BootBlockerCode, BootReadinessDto } from './dto/boot-readiness.dto';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
-import { checkVars, IpxeVar, REFUSED_SCRIPT, renderIpxe, ScriptRefused } from './ipxe-script';
+import { checkVars, IpxeVar, REFUSED_SCRIPT, renderHold, renderIpxe, ScriptRefused } from './ipxe-script';
 
 function checkFormat(format: unknown): void {
   if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
@@ -32,7 +33,10 @@ const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, 
 
 /** Cached answers kept at most (a flood of unknown MACs must not grow memory without bound). */
 const ANSWER_CACHE_MAX = 50_000;
-type AnswerMap = Map<string | undefined, Map<string | undefined, string | object>>;
+/** A cached answer and what serving it tells the boot sessions (null: nothing, an unknown device). */
+type Entry = { body: string | object; note: StageNote | null };
+type Slot = Map<string | undefined, Entry>;
+type AnswerMap = Map<string | undefined, Slot>;
 /**
  * Raw query values that may key a cached answer: absent, or a string no longer than any valid
  * MAC or hostname spelling, so unauthenticated requests with huge values cannot fill memory.
@@ -53,6 +57,7 @@ export class BootService implements OnModuleInit {
     private readonly audit: AuditService,
     private readonly challenges: ChallengeService,
     private readonly clock: Clock,
+    private readonly sessions: BootSessionsService,
   ) {}
 
   /** Parsed public keys per MAC (the KeyObject is what makes a verification cheap). */
@@ -80,7 +85,7 @@ export class BootService implements OnModuleInit {
   private readonly answers: Record<ChallengeUse, Record<'ipxe' | 'json', AnswerMap>> = { vars: { ipxe: new Map(), json: new Map() }, menu: { ipxe: new Map(), json: new Map() } };
   private answersRevision = -1;
   private answersSize = 0;
-  private readonly deps = new Map<string, [Map<string | undefined, string | object>, string | undefined][]>();
+  private readonly deps = new Map<string, [Slot, string | undefined][]>();
   private depRefs = 0;
   /** Bumped by a full ledger change (load, replay, hand edit). */
   private ledgerEpoch = 0;
@@ -88,6 +93,8 @@ export class BootService implements OnModuleInit {
   readonly cacheStats = { hits: 0, misses: 0 };
 
   onModuleInit(): void {
+    // A hold begins or ends: that device's answers change.
+    this.sessions.onHoldChange((mac) => this.drop(`d:${mac}`));
     this.store.onBootChange((c) => {
       if (c.full) {
         this.ledgerEpoch++;
@@ -117,7 +124,7 @@ export class BootService implements OnModuleInit {
    * no key string is built, so no crafted value can make two requests share a slot) — or null
    * when this request must not use the cache.
    */
-  private answerSlot(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown): Map<string | undefined, string | object> | null {
+  private answerSlot(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown): Slot | null {
     if ((format !== 'ipxe' && format !== 'json') || !cacheableRaw(rawMac) || !cacheableRaw(rawHostname)) return null;
     if (this.settings.signatureEnforcement) return null;
     const rev = this.revision();
@@ -137,12 +144,14 @@ export class BootService implements OnModuleInit {
     return slot;
   }
 
-  private remember<T extends string | object>(slot: Map<string | undefined, string | object> | null, rawMac: unknown, rawHostname: unknown, answer: T): T {
+  private remember<T extends string | object>(slot: Slot | null, rawMac: unknown, rawHostname: unknown, out: Answer<{ body: T; note: StageNote | null }>): Answer<T> {
     this.cacheStats.misses++;
     // A promise only comes from signature enforcement, whose answers are never cached.
-    if (slot !== null && answer !== REFUSED_SCRIPT && answer !== REFUSED_JSON && !(answer instanceof Promise)) {
+    if (out instanceof Promise) return out.then((x) => x.body);
+    const { body, note } = out;
+    if (slot !== null && body !== REFUSED_SCRIPT && body !== REFUSED_JSON) {
       const host = rawHostname as string | undefined;
-      slot.set(host, typeof answer === 'object' ? Object.freeze(answer) : answer);
+      slot.set(host, { body: typeof body === 'object' ? Object.freeze(body) : body, note });
       this.answersSize++;
       for (const key of this.dependencies(rawMac, rawHostname)) {
         let refs = this.deps.get(key);
@@ -151,7 +160,7 @@ export class BootService implements OnModuleInit {
         this.depRefs++;
       }
     }
-    return answer;
+    return body;
   }
 
   /** What an answer for these raw values read from the ledger: see resolve. */
@@ -194,23 +203,59 @@ export class BootService implements OnModuleInit {
     const hit = slot?.get(rawHostname as string | undefined);
     if (hit !== undefined) {
       this.cacheStats.hits++;
-      return hit as T;
+      if (hit.note) this.sessions.seen(hit.note);
+      return hit.body as T;
     }
-    return this.remember(slot, rawMac, rawHostname, then(this.identify(use, rawMac, rawHostname, format, nonce, sig), render));
+    return this.remember(
+      slot,
+      rawMac,
+      rawHostname,
+      then(this.identify(use, rawMac, rawHostname, format, nonce, sig), (who) => {
+        this.note = null;
+        const body = render(who);
+        const note = this.note;
+        this.note = null;
+        if (note) this.sessions.seen(note);
+        return { body, note };
+      }),
+    );
+  }
+
+  /** What the render in progress saw (set by varsFor and menuFor; synchronous, read right after). */
+  private note: StageNote | null = null;
+
+  /** A stage of a device the ledger knows (boot sessions are kept for known devices only). */
+  private noteFor(mac: string | null, r: Resolved, stage: 'vars' | 'menu', detail?: Record<string, string>): void {
+    if (!mac || !this.store.read().devices.has(mac)) return;
+    this.note = Object.freeze({ mac, stage, ...(r.kind === 'worker' ? { worker: r.worker.worker_id } : {}), ...(detail ? { detail } : {}) });
   }
 
   private varsFor(who: Who | null, format: unknown): string | BootVarsDto {
     if (!who) return format === 'json' ? {} : EMPTY_SCRIPT;
     const { r, mac } = who;
-    const vars = r.kind === 'worker' ? this.workerVars(r.worker) : this.rebootLoop();
+    if (r.kind === 'worker' && mac && this.sessions.held(mac)) {
+      // A looping device: the hold script (JSON: nothing), until an operator releases it.
+      this.noteFor(mac, r, 'vars', { answer: 'held', reason: this.sessions.looping(mac)?.reason ?? 'boot loop' });
+      return format === 'json' ? {} : renderHold(mac, this.sessions.looping(mac)?.reason ?? 'boot loop');
+    }
+    const plan = r.kind === 'worker' ? this.workerPlan(r.worker) : null;
+    const vars = plan ? plan.vars : this.rebootLoop();
     // An NVMe default disk that cannot be connected now: the empty script, never another transport.
-    if (!vars) return format === 'json' ? {} : EMPTY_SCRIPT;
+    if (!vars) {
+      this.noteFor(mac, r, 'vars', { answer: 'empty', reason: plan?.blocker ? BOOT_BLOCKERS[plan.blocker] : 'nothing to boot' });
+      return format === 'json' ? {} : EMPTY_SCRIPT;
+    }
     // The TLS PSK and DH-HMAC-CHAP secrets go only to the MAC bound to the worker (checked by resolve), never to a
     // hostname alone: hostnames are guessable. Refused like a disk that cannot be connected.
     if ((vars.tls_psk || vars.iscsi_password) && !mac) {
       this.auditDenial(null, r.kind === 'worker' ? r.worker.worker_id : null, 'secret-bearing boot vars need the bound mac');
       return format === 'json' ? {} : EMPTY_SCRIPT;
     }
+    if (r.kind === 'pooled') this.noteFor(mac, r, 'vars', { answer: 'pooled' });
+    else if (vars.menu_default === 'reboot') this.noteFor(mac, r, 'vars', { answer: 'reboot', reason: BOOT_BLOCKERS['no-default-disk'] });
+    else if (plan?.disk && vars.menu_default === this.disks.itemId(plan.disk)) {
+      this.noteFor(mac, r, 'vars', { answer: 'disk', disk: targetName(plan.disk), transport: plan.disk.transport ?? 'iscsi', agent: plan.disk.agent });
+    } else this.noteFor(mac, r, 'vars', { answer: 'item', item: String(vars.menu_default) });
     const list: IpxeVar[] = [];
     if (vars.base_iqn) list.push({ name: 'base-iqn', grammar: 'target-base', value: vars.base_iqn });
     if (vars.iscsi_server) list.push({ name: 'iscsi-server', grammar: 'address', value: vars.iscsi_server });
@@ -255,6 +300,7 @@ export class BootService implements OnModuleInit {
     });
     if (menu.install_root) list.push({ name: 'install-root', grammar: 'root-path', value: menu.install_root });
     const dto: BootMenuDto = { items: menu.items, ...(menu.install_root ? { install_root: menu.install_root } : {}) };
+    this.noteFor(who.mac, who.r, 'menu');
     return this.render(format, `boot menu for ${w.hostname}`, list, dto, who.mac, who.r);
   }
 
@@ -275,6 +321,7 @@ export class BootService implements OnModuleInit {
     const denied = (reason: string | null): Who | null => {
       if (!reason) return { r, mac };
       this.auditDenial(mac, r.kind === 'worker' ? r.worker.worker_id : null, reason);
+      if (use === 'vars' && mac && this.store.read().devices.has(mac)) this.sessions.seen({ mac, stage: 'vars', ...(r.kind === 'worker' ? { worker: r.worker.worker_id } : {}), detail: { answer: 'denied', reason } });
       return null;
     };
     return then(this.verify(use, r, mac, nonce, sig), denied);
@@ -291,6 +338,7 @@ export class BootService implements OnModuleInit {
     } catch (e) {
       if (!(e instanceof ScriptRefused)) throw e;
       this.auditRefusal(e, mac, r.kind === 'worker' ? r.worker.worker_id : null);
+      this.noteFor(mac, r, comment.startsWith('boot menu') ? 'menu' : 'vars', { answer: 'refused', reason: `${e.variable} failed its grammar` });
       return format === 'json' ? REFUSED_JSON : REFUSED_SCRIPT;
     }
   }
@@ -368,13 +416,9 @@ export class BootService implements OnModuleInit {
   /**
    * Seed 000 for iSCSI (base_iqn, iscsi_server, iscsi_sep of the default disk, else of the first
    * one; with disks on LIO the worker's CHAP user name and secret), seed 004 for an NVMe/TCP default disk (disk_nqn, storager_ip, nvme_port, hostnqn,
-   * tls_psk, and the DH-HMAC-CHAP secrets both directions need; no iSCSI variable). null: the NVMe default disk cannot be connected now.
+   * tls_psk, and the DH-HMAC-CHAP secrets both directions need; no iSCSI variable). vars null: the
+   * NVMe default disk cannot be connected now (the empty script), and blocker says why.
    */
-  private workerVars(w: WorkerRecord): BootVarsDto | null {
-    return this.workerPlan(w).vars;
-  }
-
-  /** What /boot-vars answers a worker, or (vars null: the empty script) why it answers nothing. */
   private workerPlan(w: WorkerRecord): ({ vars: BootVarsDto; blocker: null } | { vars: null; blocker: BootBlockerCode }) & { disk: DiskRecord | undefined } {
     const d = this.disks.defaultDisk(w);
     const out: BootVarsDto = {} as BootVarsDto;
@@ -418,6 +462,7 @@ export class BootService implements OnModuleInit {
       if (agent && !codes.includes(agent)) codes.push(agent);
     }
     if (mac && this.settings.signatureEnforcement && !this.store.read().devices.get(mac)?.pubkey) codes.push('no-device-key');
+    if (mac && this.sessions.held(mac)) codes.push('boot-loop-hold');
     return { bootable: codes.length === 0, reasons: codes.map((code) => ({ code, message: BOOT_BLOCKERS[code] })) };
   }
 

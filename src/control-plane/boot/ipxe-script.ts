@@ -46,3 +46,26 @@ export function checkVars(vars: IpxeVar[]): void {
     if (!GRAMMARS[v.grammar](String(v.value))) throw new ScriptRefused(v.name, String(v.value));
   }
 }
+
+/** Text a hold message may carry: letters, digits and plain punctuation (never `$`, `{` or a newline). */
+const HOLD_TEXT = /[^A-Za-z0-9 .,:;()/_-]/g;
+
+/**
+ * The boot-loop hold (GET /settings/boot-policy, loop_action hold): a script that stops the
+ * machine on a console message saying why and where to release it (`${controller}` is the
+ * control plane's address as boot.ipxe.cfg set it), waits an hour or a key press, and reboots.
+ * The reason is ours (counts and stage names), still reduced to plain text here.
+ */
+export function renderHold(mac: string, reason: string): string {
+  const r = reason.replace(HOLD_TEXT, ' ').slice(0, 200);
+  const m = mac.replace(HOLD_TEXT, ' ');
+  return (
+    '#!ipxe\n# boot-loop hold\n' +
+    'echo\n' +
+    `echo Kurrent holds this machine (${m}): ${r}\n` +
+    `echo An operator releases it in the web UI (Boots) or with: kurrent boots release ${m}\n` +
+    'echo Control plane: ${controller}\n' +
+    'prompt --timeout 3600000 Press any key to boot again once it is released ||\n' +
+    'reboot\n'
+  );
+}

@@ -88,6 +88,8 @@ export class AppConfig {
   agentTimeoutMs!: number;
   /** Timeout (ms) of agent health/capability/listing probes (GET /agents?live, placement). */
   agentProbeTimeoutMs!: number;
+  /** How often the agents of boots waiting for their disk login are asked who is logged in (IPXE_CP_DISK_WATCH_MS). */
+  diskWatchMs!: number;
   /** Host NQNs of workers are `<hostNqnBase>:host.<worker_id>` (IPXE_CP_HOST_NQN_BASE). */
   hostNqnBase!: string;
   /** Reconciler period in seconds (IPXE_CP_RECONCILE_SECONDS); 0 = only POST /reconcile. Also the backoff base. */
@@ -190,6 +192,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.metricsPublic = bool(env, 'IPXE_CP_METRICS_PUBLIC', false);
   c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
+  c.diskWatchMs = int(env, 'IPXE_CP_DISK_WATCH_MS', 2000, 100, 60_000);
   c.hostNqnBase = (env.IPXE_CP_HOST_NQN_BASE || 'nqn.2026-07.com.controller').trim();
   if (!BASE_NQN.test(c.hostNqnBase) || c.hostNqnBase.length > 150) {
     throw new ConfigError(`IPXE_CP_HOST_NQN_BASE must look like nqn.2026-07.com.example, got ${JSON.stringify(c.hostNqnBase)}`);

@@ -1,3 +1,4 @@
+import { BootsModule } from '../boots/boots.module';
 import { Module } from '@nestjs/common';
 import { SettingsModule } from '../settings/settings.module';
 import { BindingService } from './binding.service';
@@ -6,7 +7,7 @@ import { DevicesService } from './devices.service';
 import { RegistrationLimiter } from './registration-limiter';
 
 @Module({
-  imports: [SettingsModule],
+  imports: [SettingsModule, BootsModule],
   controllers: [DevicesController],
   providers: [DevicesService, BindingService, RegistrationLimiter],
   exports: [DevicesService, BindingService],

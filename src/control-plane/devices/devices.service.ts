@@ -1,3 +1,6 @@
+import { BootSessionsService } from '../boots/boot-sessions.service';
+import { BootsService } from '../boots/boots.service';
+import { BootSessionDto } from '../boots/dto/boot-session.dto';
 import { Injectable, Logger } from '@nestjs/common';
 import { badRequest, conflict, notFound } from '../../shared/http/api-error';
 import { Clock } from '../common/clock';
@@ -58,9 +61,9 @@ function reportInt(q: ReportQuery, name: keyof ReportQuery): number | null {
 }
 
 /** A device as the API shows it: the key's SHA-256 and claim time, never the key. */
-export function deviceView(d: DeviceRecord): DeviceDto {
+export function deviceView(d: DeviceRecord, lastBoot: BootSessionDto | null): DeviceDto {
   const { pubkey: _key, ...rest } = d;
-  return { ...rest, key_sha256: d.key_hash, key_claimed_at: d.key_claimed_at };
+  return { ...rest, key_sha256: d.key_hash, key_claimed_at: d.key_claimed_at, last_boot: lastBoot };
 }
 
 type PairVerdict =
@@ -81,7 +84,13 @@ export class DevicesService {
     private readonly audit: AuditService,
     private readonly clock: Clock,
     private readonly limiter: RegistrationLimiter,
+    private readonly boots: BootsService,
+    private readonly sessions: BootSessionsService,
   ) {}
+
+  private view(d: DeviceRecord): DeviceDto {
+    return deviceView(d, this.boots.latest(d.mac));
+  }
 
   /**
    * GET /devices/report: fingerprint + last_seen for known devices, pool entry for unknown ones
@@ -111,6 +120,7 @@ export class DevicesService {
     const rawKey = reportKeyParam(q);
     if (d) {
       if (d.state === 'revoked') return '';
+      this.sessions.seen({ mac, stage: 'report', ...(d.bound_worker_id ? { worker: d.bound_worker_id } : {}) });
       store.devices.touch(mac, {
         ...d,
         uuid: uuid ?? d.uuid,
@@ -172,6 +182,7 @@ export class DevicesService {
       },
     );
     if (!registered && full) return this.refuse(mac, client, 'window_full');
+    if (registered) this.sessions.seen({ mac, stage: 'report' });
     return '';
   }
 
@@ -229,13 +240,13 @@ export class DevicesService {
         tx.audit('device.key.reset', { mac, key_sha256: d.key_hash, client });
         return { next };
       });
-      return deviceView(r.next);
+      return this.view(r.next);
     });
   }
 
   list(state: string = 'all'): DeviceDto[] {
     const out: DeviceDto[] = [];
-    for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) out.push(deviceView(d));
+    for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) out.push(this.view(d));
     return out;
   }
 
@@ -243,7 +254,7 @@ export class DevicesService {
     const mac = this.parseMac(rawMac);
     const d = this.store.read().devices.get(mac);
     if (!d) throw notFound(`device not found: ${mac}`);
-    return deviceView(d);
+    return this.view(d);
   }
 
   register(dto: RegisterDeviceDto, client: string): Promise<DeviceDto> {
@@ -256,7 +267,7 @@ export class DevicesService {
         tx.audit('device.register', { mac: r.mac, source: 'manual', client });
         return r;
       });
-      return deviceView(rec);
+      return this.view(rec);
     });
   }
 
@@ -304,7 +315,7 @@ export class DevicesService {
         tx.audit('device.revoke', { mac, key_dropped: d.pubkey !== null, client });
         return { r };
       });
-      return deviceView(rec.r);
+      return this.view(rec.r);
     });
   }
 
@@ -324,7 +335,7 @@ export class DevicesService {
         tx.audit('device.restore', { mac, client });
         return next;
       });
-      return deviceView(r);
+      return this.view(r);
     });
   }
 
@@ -348,7 +359,7 @@ export class DevicesService {
         }
         return tx.devices.get(mac)!;
       }, client);
-      return deviceView(device);
+      return this.view(device);
     });
   }
 
@@ -360,7 +371,7 @@ export class DevicesService {
         tx.audit('device.unbind', { mac, worker_id: workerId, client });
         return tx.devices.get(mac)!;
       }, client);
-      return deviceView(device);
+      return this.view(device);
     });
   }
 

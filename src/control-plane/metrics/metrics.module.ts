@@ -1,3 +1,4 @@
+import { BootsModule } from '../boots/boots.module';
 import { Module } from '@nestjs/common';
 import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
 import { BootModule } from '../boot/boot.module';
@@ -8,7 +9,7 @@ import { MetricsController } from './metrics.controller';
 import { MetricsService } from './metrics.service';
 
 @Module({
-  imports: [SettingsModule, StorageNodesModule, CredentialsModule, ReconcilerModule, BootModule],
+  imports: [SettingsModule, StorageNodesModule, CredentialsModule, ReconcilerModule, BootModule, BootsModule],
   controllers: [MetricsController],
   providers: [MetricsService],
   exports: [MetricsService],

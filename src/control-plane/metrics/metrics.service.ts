@@ -8,6 +8,7 @@ import { ReconcilerService } from '../reconciler/reconciler.service';
 import { SettingsService } from '../settings/settings.service';
 import { CacheFreshness } from '../repositories/cache-freshness';
 import { BootService } from '../boot/boot.service';
+import { BootSessionsService } from '../boots/boot-sessions.service';
 import { logWriteFailures } from '../../shared/http/log-destination';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 
@@ -34,6 +35,8 @@ export class MetricsService implements OnModuleInit {
   private readonly passTime = new Histogram({ name: 'kurrent_reconciler_pass_duration_seconds', help: 'Duration of reconciler passes.', buckets: [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60], registers: [this.registry] });
   private readonly unreachable = new Gauge({ name: 'kurrent_reconciler_agents_unreachable', help: 'Agents the last reconciler pass could not list.', registers: [this.registry] });
   private readonly pushes = new Counter({ name: 'kurrent_credential_pushes_total', help: 'NVMe-oF credential pushes and removals, by agent, operation and outcome.', labelNames: ['agent', 'op', 'status'], registers: [this.registry] });
+  private readonly boots = new Counter({ name: 'kurrent_boots_total', help: 'Boots this control plane saw end, by outcome (booted, failed, stuck, superseded, waiting, held).', labelNames: ['outcome'], registers: [this.registry] });
+  private readonly bootStages = new Histogram({ name: 'kurrent_boot_stage_seconds', help: "Time from a boot's first stage to each later stage, by stage.", labelNames: ['stage'], buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600], registers: [this.registry] });
   private readonly operations = new Counter({ name: 'kurrent_audit_operations_total', help: 'Audited operations, by operation and status.', labelNames: ['op', 'status'], registers: [this.registry] });
   /**
    * The request series are kept here, not in prom-client: its observe() allocates label objects
@@ -53,6 +56,7 @@ export class MetricsService implements OnModuleInit {
     private readonly reconciler: ReconcilerService,
     private readonly freshness: CacheFreshness,
     private readonly boot: BootService,
+    private readonly sessions: BootSessionsService,
   ) {}
 
   onModuleInit(): void {
@@ -61,6 +65,10 @@ export class MetricsService implements OnModuleInit {
       this.passes.labels(r.failed.length ? 'failed' : 'ok').inc();
       this.passTime.observe(seconds);
       this.unreachable.set(r.agents_unreachable.length);
+    });
+    this.sessions.onEnded((o) => this.boots.labels(o).inc());
+    this.sessions.onStage((stage, seconds) => {
+      if (stage !== 'report') this.bootStages.labels(stage).observe(seconds);
     });
     this.audit.tap((e) => {
       this.operations.labels(e.op, e.status).inc();
@@ -176,6 +184,15 @@ export class MetricsService implements OnModuleInit {
       registers: r,
       collect() {
         this.set(freshness.stalenessMs() / 1000);
+      },
+    });
+    const sessions = this.sessions;
+    new Gauge({
+      name: 'kurrent_devices_looping',
+      help: 'Devices marked looping (boots that never reach their disk; GET /settings/boot-policy).',
+      registers: r,
+      collect() {
+        this.set(sessions.loopingMacs().length);
       },
     });
     const store = this.store;

@@ -3,6 +3,9 @@ import { FileSystem } from '../../shared/files/file-system';
 import { AuditRepository } from './audit/audit.repository';
 import { FileAuditRepository } from './audit/file-audit.repository';
 import { PgAuditRepository } from './audit/pg-audit.repository';
+import { BootEventRepository } from './boot-events/boot-event.repository';
+import { FileBootEventRepository } from './boot-events/file-boot-event.repository';
+import { PgBootEventRepository } from './boot-events/pg-boot-event.repository';
 import { CacheFreshness } from './cache-freshness';
 import { CredentialRepository } from './credentials/credential.repository';
 import { FileCredentialRepository } from './credentials/file-credential.repository';
@@ -30,6 +33,7 @@ const REPOSITORIES: [abstract new (...a: never[]) => unknown, Type, Type][] = [
   [CredentialRepository, FileCredentialRepository, PgCredentialRepository],
   [NonceRepository, FileNonceRepository, PgNonceRepository],
   [ReconcilerLease, FileReconcilerLease, PgReconcilerLease],
+  [BootEventRepository, FileBootEventRepository, PgBootEventRepository],
   [CacheFreshness, CacheFreshness, StoreSync],
 ];
 

@@ -4,6 +4,7 @@ import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { ClientIp } from '../common/client-ip.decorator';
 import { AdmissionDto } from './dto/admission.dto';
 import { AutoRegisterDto } from './dto/auto-register.dto';
+import { BootPolicyDto, SetBootPolicyDto } from './dto/boot-policy.dto';
 import { EnforcementDto, SetEnforcementDto } from './dto/signature-enforcement.dto';
 import { SettingsService } from './settings.service';
 
@@ -53,5 +54,19 @@ export class SettingsController {
   @Put('auto-register')
   set(@Body() body: AutoRegisterDto, @ClientIp() client: string): Promise<AutoRegisterDto> {
     return this.settings.setAutoRegister(body.enabled, client);
+  }
+
+  /** When a boot counts as stuck, when a device counts as looping, and what a looping device is answered. */
+  @ApiErrors()
+  @Get('boot-policy')
+  getBootPolicy(): BootPolicyDto {
+    return this.settings.bootPolicy;
+  }
+
+  /** Changes the given fields of the boot policy; persisted, effective at once, audited as settings.boot_policy. */
+  @ApiErrors(400, 'writes')
+  @Put('boot-policy')
+  setBootPolicy(@Body() body: SetBootPolicyDto, @ClientIp() client: string): Promise<BootPolicyDto> {
+    return this.settings.setBootPolicy(body, client);
   }
 }

@@ -5,6 +5,7 @@ import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { AdmissionDto, RefusalReason } from './dto/admission.dto';
+import { BootPolicyDto, DEFAULT_BOOT_POLICY, SetBootPolicyDto } from './dto/boot-policy.dto';
 import { changedKeys, SettingsFile, SettingsRepository, WindowState } from '../repositories/settings/settings.repository';
 
 export type { SettingsFile, WindowState };
@@ -43,6 +44,7 @@ export class SettingsService implements OnModuleInit {
 
   private adopt(doc: SettingsFile): void {
     this.data = doc;
+    this.policy = Object.freeze({ ...DEFAULT_BOOT_POLICY, ...(doc.boot_policy ?? {}) });
     this.admitted = null;
     this.revision++;
   }
@@ -219,6 +221,27 @@ export class SettingsService implements OnModuleInit {
   /** Store import into an empty store: the document as exported. */
   restore(data: SettingsFile): Promise<void> {
     return this.store.exclusive(() => this.save(data));
+  }
+
+  // ---- boot policy (issue 25: stuck boots, boot loops) ----
+
+  /** The effective policy: stored values over the defaults (read on every boot: built once per change). */
+  get bootPolicy(): BootPolicyDto {
+    return this.policy;
+  }
+
+  private policy: BootPolicyDto = DEFAULT_BOOT_POLICY;
+
+  setBootPolicy(change: SetBootPolicyDto, client: string): Promise<BootPolicyDto> {
+    return this.store.exclusive(async () => {
+      const previous = this.bootPolicy;
+      const next = { ...(this.data.boot_policy ?? {}) };
+      for (const k of ['loop_threshold', 'loop_window_minutes', 'loop_action', 'stuck_after_seconds'] as const) if (change[k] !== undefined) (next as Record<string, unknown>)[k] = change[k];
+      await this.save({ ...this.data, boot_policy: next });
+      const policy = this.bootPolicy;
+      await this.audit.record('settings.boot_policy', { ...policy, previous, client });
+      return { ...policy };
+    });
   }
 
   /** Effective value: settings.json, else IPXE_CP_AUTO_REGISTER. */

@@ -1,3 +1,4 @@
+import { BootsModule } from '../boots/boots.module';
 import { BootModule } from '../boot/boot.module';
 import { CredentialsModule } from '../credentials/credentials.module';
 import { Module } from '@nestjs/common';
@@ -8,7 +9,7 @@ import { WorkersController } from './workers.controller';
 import { WorkersService } from './workers.service';
 
 @Module({
-  imports: [DevicesModule, StorageNodesModule, CredentialsModule, BootModule],
+  imports: [DevicesModule, StorageNodesModule, CredentialsModule, BootModule, BootsModule],
   controllers: [WorkersController],
   providers: [WorkersService, DisksService],
   exports: [WorkersService],

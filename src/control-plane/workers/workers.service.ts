@@ -1,3 +1,4 @@
+import { BootsService } from '../boots/boots.service';
 import { BootService } from '../boot/boot.service';
 import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
@@ -31,6 +32,7 @@ export class WorkersService {
     private readonly storageNodes: StorageNodesService,
     private readonly credentials: CredentialsService,
     private readonly boot: BootService,
+    private readonly boots: BootsService,
   ) {}
 
   /** Ledger entry + projected binding and readiness. */
@@ -47,6 +49,7 @@ export class WorkersService {
       bound_device: mac,
       readiness: mac && hasDisk ? 'ready' : mac || hasDisk ? 'partial' : 'idle',
       boot_readiness: this.boot.readiness(w, mac),
+      last_boot: mac ? this.boots.latest(mac) : null,
       default_os: w.default_os,
       default_disk: w.default_disk,
       boot: { ...w.boot },

@@ -191,3 +191,23 @@ export class MasterDto {
   /** Unix seconds. */
   mtime!: number;
 }
+
+/** An initiator logged in to a target now. */
+export class InitiatorSessionDto {
+  /** IQN or NQN of the target. */
+  target!: string;
+  /** Initiator IQN (iSCSI) or host NQN (NVMe/TCP). */
+  initiator!: string;
+  /** The initiator's address when the backend shows it. */
+  address!: string | null;
+  /** The backend's id of the session (stgt I_T nexus, LIO session id, nvmet controller) when it has one: a new login gets a new one. */
+  id!: string | null;
+}
+
+/** GET /sessions: who is logged in where, as the backend sees it. */
+export class InitiatorSessionsDto {
+  /** false: this backend cannot see sessions on this node (nvmet on a kernel without CONFIG_NVME_TARGET_DEBUGFS); sessions is then empty. */
+  supported!: boolean;
+  @ApiProperty({ type: [InitiatorSessionDto] })
+  sessions!: InitiatorSessionDto[];
+}

@@ -14,6 +14,18 @@ export interface TargetInfo {
   chap?: Chap;
 }
 
+/** An initiator logged in to a target now (iSCSI session, NVMe-oF controller). */
+export interface InitiatorSession {
+  /** IQN or NQN of the target. */
+  target: string;
+  /** Initiator IQN or host NQN. */
+  initiator: string;
+  /** The initiator's address, when the backend shows it. */
+  address: string | null;
+  /** The backend's id of the session (stgt I_T nexus, LIO session id, nvmet controller), when it has one: a new login gets a new one. */
+  id: string | null;
+}
+
 /** An iSCSI CHAP credential (one-way: the target checks the initiator). */
 export interface Chap {
   userid: string;
@@ -55,6 +67,8 @@ export interface TargetBackend {
   /** Kernel features, known after start(). */
   features(): KernelFeatures;
   list(): Promise<TargetInfo[]>;
+  /** Initiators logged in now; null when this backend cannot see them here (the reason in `sessionsUnavailable`). */
+  sessions(): Promise<InitiatorSession[] | null>;
   createDisk(name: string, backing: string, opts: { allowedHosts?: string[]; allowedInitiators?: string[]; chap?: Chap }): Promise<void>;
   /** lio only: the node ACLs of a closed target and the CHAP credential they require, set in place. */
   setAccess?(name: string, initiators: string[], chap: Chap | undefined): Promise<void>;

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import { Chap, KernelFeatureError, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
+import { Chap, InitiatorSession, KernelFeatureError, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 import { ConfigFs } from './configfs';
 import { KernelInfo } from './kernel-info';
 
@@ -62,6 +62,29 @@ export class LioBackend implements TargetBackend {
       const chap = first?.chap_userid && first.chap_password ? { userid: first.chap_userid, secret: first.chap_password } : undefined;
       if (so && fs.existsSync(so.dev)) await this.createDisk(t.wwn, so.dev, { allowedInitiators: acls, chap }, false);
     }
+  }
+
+  /**
+   * Sessions from configfs: an open target lists its initiators in tpgt_1/dynamic_sessions; a
+   * closed one shows a logged-in initiator in its node ACL's `info` (InitiatorName, and the
+   * connection's address).
+   */
+  async sessions(): Promise<InitiatorSession[]> {
+    const out: InitiatorSession[] = [];
+    for (const wwn of await this.cfs.list('iscsi')) {
+      if (!wwn.startsWith('iqn.')) continue;
+      const tpg = ['iscsi', wwn, 'tpgt_1'];
+      for (const line of ((await this.cfs.read(...tpg, 'dynamic_sessions')) ?? '').split('\n')) {
+        const name = line.trim();
+        if (name) out.push({ target: wwn, initiator: name, address: null, id: null });
+      }
+      for (const acl of await this.cfs.list(...tpg, 'acls')) {
+        const info = (await this.cfs.read(...tpg, 'acls', acl, 'info')) ?? '';
+        const m = /InitiatorName: (\S+)/.exec(info);
+        if (m && !out.some((x) => x.target === wwn && x.initiator === m[1])) out.push({ target: wwn, initiator: m[1], address: /Address (\d+\.\d+\.\d+\.\d+)/.exec(info)?.[1] ?? null, id: /LIO Session ID: (\d+)/.exec(info)?.[1] ?? null });
+      }
+    }
+    return out;
   }
 
   async list(): Promise<TargetInfo[]> {

@@ -1,5 +1,7 @@
 import { isTlsPskIdentityOf, tlsPskEntries } from '../../shared/nvme-keys';
-import { HostCredentials, KernelFeatureError, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
+import * as fsp from 'node:fs/promises';
+import * as path from 'node:path';
+import { HostCredentials, InitiatorSession, KernelFeatureError, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 import { ConfigFs } from './configfs';
 import { NvmeKeyring } from './nvme-keyring';
 import { KernelInfo } from './kernel-info';
@@ -31,6 +33,8 @@ export class NvmetBackend implements TargetBackend {
     private readonly port: { addr: string; port: number; tls: boolean },
     private readonly keyring: NvmeKeyring,
     private readonly kernel: KernelInfo,
+    /** nvmet's debugfs directory (null: not looked at). */
+    private readonly debugfs: string | null = null,
   ) {}
 
   features(): KernelFeatures {
@@ -85,6 +89,36 @@ export class NvmetBackend implements TargetBackend {
 
   private requireFeatures(what: string): void {
     if (this.feats.missing.length) throw new KernelFeatureError(`${what}: this storage node cannot serve NVMe/TCP as configured; missing ${this.feats.missing.join('; ')}`);
+  }
+
+  /**
+   * Connected controllers from nvmet's debugfs (<debugfs>/<subsystem nqn>/ctrl<id>/hostnqn and
+   * host_traddr); null on a kernel built without CONFIG_NVME_TARGET_DEBUGFS (Debian's 6.12):
+   * configfs shows no connections.
+   */
+  async sessions(): Promise<InitiatorSession[] | null> {
+    if (!this.debugfs) return null;
+    let subsystems: string[];
+    try {
+      subsystems = await fsp.readdir(this.debugfs);
+    } catch {
+      return null;
+    }
+    const out: InitiatorSession[] = [];
+    for (const nqn of subsystems) {
+      let ctrls: string[] = [];
+      try {
+        ctrls = (await fsp.readdir(path.join(this.debugfs, nqn))).filter((c) => /^ctrl\d+$/.test(c));
+      } catch {
+        continue;
+      }
+      for (const c of ctrls) {
+        const read = (f: string) => fsp.readFile(path.join(this.debugfs!, nqn, c, f), 'utf8').then((x) => x.trim(), () => '');
+        const host = await read('hostnqn');
+        if (host) out.push({ target: nqn, initiator: host, address: (await read('host_traddr')) || null, id: c });
+      }
+    }
+    return out;
   }
 
   async list(): Promise<TargetInfo[]> {

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { ProcessRunner } from '../../shared/process-runner';
-import { KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
+import { InitiatorSession, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 
 /**
  * stgt (tgtd, userspace) through tgtadm. Disk at LUN 1, CD as `--device-type cd` made read-only,
@@ -35,6 +35,11 @@ export class StgtBackend implements TargetBackend {
 
   async start(): Promise<void> {
     await this.list(); // fails early and clearly when tgtd is not running
+  }
+
+  async sessions(): Promise<InitiatorSession[]> {
+    const { stdout } = await this.tgtadm('--mode', 'target', '--op', 'show');
+    return parseSessions(stdout);
   }
 
   async list(): Promise<TargetInfo[]> {
@@ -92,6 +97,28 @@ export class StgtBackend implements TargetBackend {
     this.known.delete(name);
     return t;
   }
+}
+
+/** The I_T nexuses of `tgtadm --mode target --op show`: who is logged in to which target. */
+export function parseSessions(out: string): InitiatorSession[] {
+  const sessions: InitiatorSession[] = [];
+  let target: string | null = null;
+  let cur: InitiatorSession | null = null;
+  let nexus: string | null = null;
+  for (const line of out.split('\n')) {
+    let m = /^Target \d+: (\S+)/.exec(line);
+    if (m) {
+      target = m[1];
+      cur = null;
+      continue;
+    }
+    if (!target) continue;
+    if ((m = /^\s+I_T nexus: (\d+)/.exec(line))) nexus = m[1];
+    else if ((m = /^\s+Initiator: (\S+)/.exec(line))) sessions.push((cur = { target, initiator: m[1], address: null, id: nexus }));
+    else if ((m = /^\s+IP Address: (\S+)/.exec(line)) && cur && cur.address === null) cur.address = m[1];
+    else if (/^\s+LUN information:/.test(line)) cur = null;
+  }
+  return sessions;
 }
 
 /** Parses `tgtadm --mode target --op show`. */

@@ -2,7 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Post, Put, Query } from '@nest
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { MastersService } from '../images/masters.service';
-import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, MasterDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, InitiatorSessionsDto, MasterDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { LunsService } from './luns.service';
 
 @ApiTags('luns')
@@ -18,6 +18,16 @@ export class LunsController {
   @Get('luns')
   list(): Promise<LunTargetDto[]> {
     return this.luns.list();
+  }
+
+  /**
+   * Initiators logged in now, per target (stgt: tgtadm's I_T nexuses; lio: configfs sessions;
+   * nvmet: debugfs controllers). The control plane reads it to see a worker's disk login (boot sessions).
+   */
+  @ApiErrors()
+  @Get('sessions')
+  sessions(): Promise<InitiatorSessionsDto> {
+    return this.luns.sessions();
   }
 
   /** Disk target from a master (reflink clone, else sparse copy) or empty (sparse) of `size`. */

@@ -6,7 +6,7 @@ import { KernelFeatureError, TARGET_BACKEND, TargetBackend } from '../backends/b
 import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
 import { secretSha12 } from '../../shared/nvme-keys';
-import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, InitiatorSessionsDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { ManifestEntry, TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 
@@ -51,6 +51,11 @@ export class LunsService implements OnModuleInit {
       ...(t.allowed_initiators ? { allowed_initiators: t.allowed_initiators } : {}),
       ...(t.chap ? { chap_userid: t.chap.userid, chap_secret_sha256: secretSha12(t.chap.secret) } : {}),
     }));
+  }
+
+  async sessions(): Promise<InitiatorSessionsDto> {
+    const list = await this.backend.sessions();
+    return { supported: list !== null, sessions: list ?? [] };
   }
 
   /** PUT /luns/access: the ACLs of a closed lio target and the CHAP credential they require, in the kernel and the manifest. */

@@ -15,6 +15,7 @@ export const BOOT_BLOCKERS = {
   'credential-revoked': "the worker's storage credential is revoked",
   'credential-not-pushed': "the worker's current credential is not yet on the disk's agent (the reconciler pushes it)",
   'no-device-key': 'signature enforcement is on and the bound device has no key',
+  'boot-loop-hold': 'the bound device is held after a boot loop (its boots never reached the disk): release it (POST /boots/{mac}/release) once the cause is fixed',
 } as const;
 export type BootBlockerCode = keyof typeof BOOT_BLOCKERS;
 

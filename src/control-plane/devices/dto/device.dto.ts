@@ -1,3 +1,4 @@
+import { BootSessionDto } from '../../boots/dto/boot-session.dto';
 import { ApiProperty } from '@nestjs/swagger';
 
 export class FingerprintDto {
@@ -34,4 +35,7 @@ export class DeviceDto {
   fingerprint!: FingerprintDto;
   first_seen!: string | null;
   last_seen!: string | null;
+  /** The device's newest boot, stage by stage (GET /boots?mac= for the earlier ones); null: none kept. */
+  @ApiProperty({ type: () => BootSessionDto, nullable: true })
+  last_boot!: BootSessionDto | null;
 }

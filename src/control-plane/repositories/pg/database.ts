@@ -23,7 +23,7 @@ function unavailable(e: unknown): ApiError {
 }
 
 /** Advisory lock ids (classid 'ku', objid below): one namespace for every Kurrent lock. */
-export const LOCK = { migrate: 1, ledger: 2, audit: 3, documents: 4, credentials: 5, reconciler: 6 } as const;
+export const LOCK = { migrate: 1, ledger: 2, audit: 3, documents: 4, credentials: 5, reconciler: 6, bootEvents: 7 } as const;
 const CLASS = 0x6b75;
 
 /**

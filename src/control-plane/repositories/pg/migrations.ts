@@ -93,4 +93,21 @@ CREATE TABLE nonce_uses (
 CREATE INDEX nonce_uses_expiry ON nonce_uses (expires_at);
 `,
   },
+  {
+    id: 3,
+    name: 'boot events (boot sessions, boot-loop holds)',
+    sql: `
+-- Stages of boots seen by any control plane, and releases of boot-loop holds; pruned by age.
+CREATE TABLE boot_events (
+  id     bigserial PRIMARY KEY,
+  at     timestamptz NOT NULL,
+  mac    text NOT NULL,
+  stage  text NOT NULL,
+  node   text NOT NULL,
+  worker text,
+  detail jsonb
+);
+CREATE INDEX boot_events_at ON boot_events (at);
+`,
+  },
 ];

@@ -13,6 +13,8 @@ export interface SettingsFile {
   /** Set when the first window opens: from then on new devices enter the pool only through a window. */
   secure_registration?: boolean;
   signature_enforcement?: boolean;
+  /** Boot-loop and stuck-boot rules (GET /settings/boot-policy); absent: the defaults. */
+  boot_policy?: { loop_threshold?: number; loop_window_minutes?: number; loop_action?: 'hold' | 'keep-looping'; stuck_after_seconds?: number };
 }
 
 /** The settings document; the engine is chosen once by RepositoriesModule. */

@@ -1,3 +1,4 @@
+import { BootSessionDto } from '../../boots/dto/boot-session.dto';
 import { BootReadinessDto } from '../../boot/dto/boot-readiness.dto';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 
@@ -58,6 +59,9 @@ export class WorkerDto {
   readiness!: 'ready' | 'partial' | 'idle';
   /** Whether its machine boots its default disk now, and every reason when it does not (readiness above is the reference's ledger projection). */
   boot_readiness!: BootReadinessDto;
+  /** The newest boot of its bound device, stage by stage; null: no bound device or none kept. */
+  @ApiProperty({ type: () => BootSessionDto, nullable: true })
+  last_boot!: BootSessionDto | null;
   /** Default boot system (os of one of the disks). */
   default_os!: string | null;
   /** os_tag of the default boot disk (seed 004); default_os is that disk's os. */

@@ -1,0 +1,282 @@
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { AuditService } from '../audit/audit.service';
+import { Clock } from '../common/clock';
+import { AppConfig } from '../config/app-config';
+import { BootEvent, BootEventRepository, BootStage } from '../repositories/boot-events/boot-event.repository';
+import { SettingsService } from '../settings/settings.service';
+import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppedAt } from './boot-timeline';
+
+/** Sessions kept per device in memory (and so answered by GET /boots). */
+export const SESSIONS_PER_DEVICE = 20;
+/** Events older than this are pruned from the store and not loaded at start. */
+export const BOOT_EVENT_RETENTION_MS = 7 * 24 * 3600_000;
+/** How often local events are written and the other control planes' read. */
+const FLUSH_MS = 500;
+/** Events waiting to be written at most: past it the oldest are dropped (a store outage must not grow memory). */
+const PENDING_MAX = 100_000;
+
+/** What a boot-path call saw, without its time: BootService keeps it with a cached answer. */
+export type StageNote = Readonly<Omit<BootEvent, 'at' | 'node'>>;
+
+/** A boot waiting for its disk login. */
+export interface DiskWait {
+  mac: string;
+  worker?: string;
+  target: string;
+  agent: string;
+  since: number;
+}
+
+export interface BootQuery {
+  mac?: string;
+  worker_id?: string;
+  outcome?: BootOutcome;
+  since?: number;
+  limit: number;
+}
+
+/**
+ * The boots of every device, stage by stage (issue 25). The boot path reports what it saw
+ * (`seen`: an in-memory apply and a push, no I/O); batches go to the BootEventRepository every
+ * 500 ms and the other control planes' events come back from it, so sessions, stuck boots and
+ * boot loops are judged from the same events everywhere. A device that fails `loop_threshold`
+ * boots within `loop_window_minutes` is `looping` (audited once, by the control plane that saw the
+ * boot that tipped it); with loop_action `hold` its /boot-vars answer becomes the hold script until
+ * an operator releases it.
+ */
+@Injectable()
+export class BootSessionsService implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('BootSessions');
+  private readonly timelines = new Map<string, BootTimeline>();
+  private pending: BootEvent[] = [];
+  private dropped = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private lastPrune = 0;
+  private readonly holdListeners: ((mac: string) => void)[] = [];
+  private readonly stageListeners: ((stage: BootStage, seconds: number) => void)[] = [];
+  private readonly endListeners: ((outcome: BootOutcome) => void)[] = [];
+  /** Devices whose boot (seen here) was sent to a disk and has not logged in yet: DiskLoginWatcher asks their agents. */
+  private readonly awaiting = new Map<string, DiskWait>();
+  /** The agent session that last counted as each device's disk login (a lingering one never counts twice). */
+  private readonly lastLogin = new Map<string, string>();
+
+  constructor(
+    private readonly repo: BootEventRepository,
+    private readonly settings: SettingsService,
+    private readonly audit: AuditService,
+    private readonly clock: Clock,
+    private readonly config: AppConfig,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const now = this.clock.now().getTime();
+    for (const e of await this.repo.load(now - BOOT_EVENT_RETENTION_MS)) this.apply(e, false);
+    this.lastPrune = now;
+    this.timer = setInterval(() => void this.flush(), FLUSH_MS);
+    this.timer.unref();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.flush();
+  }
+
+  /** Called with a MAC whose hold began or ended: its cached boot answers are stale. */
+  onHoldChange(fn: (mac: string) => void): void {
+    this.holdListeners.push(fn);
+  }
+
+  /** Called with each stage this control plane saw, and its time since the boot began. */
+  onStage(fn: (stage: BootStage, seconds: number) => void): void {
+    this.stageListeners.push(fn);
+  }
+
+  /** Called with the outcome of each boot this control plane saw end (once per boot). */
+  onEnded(fn: (outcome: BootOutcome) => void): void {
+    this.endListeners.push(fn);
+  }
+
+  /** The boot path saw a stage of a known device. */
+  seen(note: StageNote): void {
+    const e: BootEvent = { ...note, at: this.clock.now().getTime(), node: this.config.nodeId };
+    this.apply(e, true);
+    if (this.pending.length >= PENDING_MAX) {
+      this.pending.shift();
+      this.dropped++;
+    }
+    this.pending.push(e);
+  }
+
+  /** Boots seen here that wait for their disk login (stale ones, past stuck_after_seconds, dropped). */
+  waitingForDisk(): DiskWait[] {
+    const limit = this.clock.now().getTime() - this.stuckMs();
+    for (const [mac, w] of this.awaiting) if (w.since < limit) this.awaiting.delete(mac);
+    return [...this.awaiting.values()];
+  }
+
+  /** An agent shows `session` (its own id) of the waiting device's target: the disk stage, once per agent session. */
+  diskLogin(w: DiskWait, session: string, initiator: string): void {
+    if (this.awaiting.get(w.mac) !== w || this.lastLogin.get(w.mac) === session) return;
+    this.lastLogin.set(w.mac, session);
+    this.seen({ mac: w.mac, stage: 'disk', ...(w.worker ? { worker: w.worker } : {}), detail: { target: w.target, agent: w.agent, initiator: initiator.slice(0, 223) } });
+  }
+
+  /** Whether /boot-vars must answer this device the hold script. */
+  held(mac: string): boolean {
+    const t = this.timelines.get(mac);
+    return !!t?.looping && this.settings.bootPolicy.loop_action === 'hold';
+  }
+
+  /** The loop state of a device (null: not looping). */
+  looping(mac: string): { since: number; reason: string } | null {
+    return this.timelines.get(mac)?.looping ?? null;
+  }
+
+  /** Releases a looping device's hold (its earlier boots no longer count). Returns false when it was not looping. */
+  async release(mac: string, client: string): Promise<boolean> {
+    const t = this.timelines.get(mac);
+    const was = t?.looping ?? null;
+    this.seenRelease(mac, client);
+    if (!was) return false;
+    await this.audit.record('device.boot_hold.release', { mac, looping_since: new Date(was.since).toISOString(), reason: was.reason, client });
+    return true;
+  }
+
+  private seenRelease(mac: string, client: string): void {
+    const e: BootEvent = { mac, stage: 'release', at: this.clock.now().getTime(), node: this.config.nodeId, detail: { by: client.slice(0, 100) } };
+    this.apply(e, true);
+    this.pending.push(e);
+  }
+
+  /** The newest session of a device, or null. */
+  latest(mac: string): { session: BootSession; outcome: BootOutcome } | null {
+    const t = this.timelines.get(mac);
+    const s = t?.current;
+    if (!s) return null;
+    return { session: s, outcome: outcomeOf(s, true, this.clock.now().getTime(), this.stuckMs()) };
+  }
+
+  /** Sessions matching the query, newest first. */
+  query(q: BootQuery): { session: BootSession; outcome: BootOutcome; looping: boolean }[] {
+    const now = this.clock.now().getTime();
+    const stuckMs = this.stuckMs();
+    const out: { session: BootSession; outcome: BootOutcome; looping: boolean }[] = [];
+    const lines = q.mac ? [this.timelines.get(q.mac)].filter((t): t is BootTimeline => !!t) : this.timelines.values();
+    for (const t of lines) {
+      for (let i = 0; i < t.sessions.length; i++) {
+        const s = t.sessions[i];
+        if (q.since !== undefined && s.last < q.since) continue;
+        if (q.worker_id && s.worker !== q.worker_id) continue;
+        const outcome = outcomeOf(s, i === t.sessions.length - 1, now, stuckMs);
+        if (q.outcome && outcome !== q.outcome) continue;
+        out.push({ session: s, outcome, looping: !!t.looping });
+      }
+    }
+    out.sort((a, b) => b.session.started - a.session.started || (a.session.mac < b.session.mac ? -1 : 1));
+    return out.slice(0, q.limit);
+  }
+
+  /** MACs looping now. */
+  loopingMacs(): string[] {
+    const out: string[] = [];
+    for (const t of this.timelines.values()) if (t.looping) out.push(t.mac);
+    return out.sort();
+  }
+
+  private stuckMs(): number {
+    return this.settings.bootPolicy.stuck_after_seconds * 1000;
+  }
+
+  private apply(e: BootEvent, local: boolean): void {
+    let t = this.timelines.get(e.mac);
+    if (!t) this.timelines.set(e.mac, (t = new BootTimeline(e.mac, SESSIONS_PER_DEVICE)));
+    const before = t.current;
+    const wasLooping = t.looping;
+    const s = t.apply(e);
+    if (!s) {
+      if (wasLooping) this.holdChanged(e.mac); // a release
+      return;
+    }
+    const stuckMs = this.stuckMs();
+    if (local) {
+      if (e.stage === 'vars' && e.detail?.answer === 'disk' && e.detail.disk && e.detail.agent) {
+        this.awaiting.set(e.mac, { mac: e.mac, ...(e.worker ? { worker: e.worker } : {}), target: e.detail.disk, agent: e.detail.agent, since: e.at });
+      } else if (e.stage !== 'menu' && e.stage !== 'challenge') this.awaiting.delete(e.mac);
+      if (before && before !== s) this.count(before, endedOutcome(before, e.at, stuckMs));
+      if (s.stages[s.stages.length - 1].at === e.at && s.stages[s.stages.length - 1].stage === e.stage) {
+        for (const fn of this.stageListeners) fn(e.stage as BootStage, (e.at - s.started) / 1000);
+      }
+      if (e.stage === 'disk' || e.stage === 'vars') {
+        const o = outcomeOf(s, true, e.at, stuckMs);
+        if (o !== 'in_progress') this.count(s, o);
+      }
+    }
+    if (t.looping && e.stage === 'disk') {
+      // It reached its disk (a hold that only marks, or a boot already past the hold): it boots again.
+      t.looping = null;
+      this.holdChanged(e.mac);
+    } else if (!t.looping && (before !== s || e.stage === 'vars')) this.checkLoop(t, e, local);
+  }
+
+  /** Counts a session's outcome once (GET /metrics: kurrent_boots_total). */
+  private count(s: BootSession, o: BootOutcome): void {
+    const mark = s as BootSession & { counted?: true };
+    if (mark.counted) return;
+    mark.counted = true;
+    for (const fn of this.endListeners) fn(o);
+  }
+
+  private checkLoop(t: BootTimeline, e: BootEvent, local: boolean): void {
+    const p = this.settings.bootPolicy;
+    const failed = t.failedBoots(e.at, p.loop_window_minutes * 60_000, p.stuck_after_seconds * 1000);
+    if (failed.length < p.loop_threshold) return;
+    const last = failed[failed.length - 1];
+    const reason = `${failed.length} boots in ${p.loop_window_minutes} min never reached the disk (last stopped at ${stoppedAt(last)}${last.failure ? `: ${last.failure.reason}` : ''})`;
+    t.looping = { since: e.at, reason };
+    this.holdChanged(t.mac);
+    if (!local) return;
+    this.log.warn(`device ${t.mac} is looping: ${reason}`);
+    this.audit
+      .record('device.boot_loop', { status: 'failed', mac: t.mac, worker_id: last.worker ?? null, reason, action: p.loop_action })
+      .catch(() => undefined);
+  }
+
+  private holdChanged(mac: string): void {
+    for (const fn of this.holdListeners) fn(mac);
+  }
+
+  /** Writes the pending events, reads the other control planes', prunes once an hour. */
+  flush(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    this.flushing = this.doFlush().finally(() => (this.flushing = null));
+    return this.flushing;
+  }
+
+  private async doFlush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    try {
+      await this.repo.append(batch);
+    } catch (e) {
+      // Kept for the next flush (newest kept when over the bound): boots go on during a store outage.
+      this.pending = batch.concat(this.pending).slice(-PENDING_MAX);
+      this.log.warn(`boot events not written (${batch.length}, kept for the next try): ${(e as Error).message}`);
+      return;
+    }
+    if (this.dropped) {
+      this.log.warn(`${this.dropped} boot events were dropped while the store did not take them`);
+      this.dropped = 0;
+    }
+    try {
+      for (const e of await this.repo.pull()) this.apply(e, false);
+      const now = this.clock.now().getTime();
+      if (now - this.lastPrune > 3600_000) {
+        this.lastPrune = now;
+        await this.repo.prune(now - BOOT_EVENT_RETENTION_MS);
+      }
+    } catch (e) {
+      this.log.warn(`boot events of other control planes not read: ${(e as Error).message}`);
+    }
+  }
+}

@@ -1,0 +1,144 @@
+import { BOOT_STAGES, BootEvent, BootStage } from '../repositories/boot-events/boot-event.repository';
+
+export const STAGE_ORDER: Record<BootStage, number> = Object.fromEntries(BOOT_STAGES.map((s, i) => [s, i])) as Record<BootStage, number>;
+const DISK = STAGE_ORDER.disk;
+
+export const BOOT_OUTCOMES = ['in_progress', 'booted', 'failed', 'stuck', 'superseded', 'waiting', 'held'] as const;
+export type BootOutcome = (typeof BOOT_OUTCOMES)[number];
+
+export interface StageMark {
+  stage: BootStage;
+  at: number;
+  detail?: Record<string, string>;
+}
+
+/** One boot of one device, as assembled from its events. */
+export interface BootSession {
+  mac: string;
+  worker?: string;
+  started: number;
+  /** Each stage once, at its first time, in the order seen. */
+  stages: StageMark[];
+  /** STAGE_ORDER of the furthest stage reached. */
+  reached: number;
+  /** Time of the latest stage. */
+  last: number;
+  /** Set by an answer that cannot boot the disk (refusal, reboot loop of a bound worker). */
+  failure?: { stage: BootStage; reason: string };
+  /** Answered as a pooled device (the reboot loop until it is bound): not a failure. */
+  waiting?: boolean;
+  /** Answered the boot-loop hold script. */
+  held?: boolean;
+}
+
+/** What /boot-vars answered, as recorded in a vars event's detail.answer. */
+export type VarsAnswer = 'disk' | 'item' | 'reboot' | 'pooled' | 'empty' | 'refused' | 'denied' | 'held';
+
+/**
+ * A session's outcome at `now`: booted once the disk saw the worker log in; held, waiting or
+ * failed by what /boot-vars answered; superseded when a later boot began before it got anywhere;
+ * stuck when its latest stage is older than `stuckMs`; else still in progress.
+ */
+export function outcomeOf(s: BootSession, latest: boolean, now: number, stuckMs: number): BootOutcome {
+  if (s.reached >= DISK) return 'booted';
+  if (s.held) return 'held';
+  if (s.waiting) return 'waiting';
+  if (s.failure) return 'failed';
+  if (!latest) return 'superseded';
+  if (now - s.last > stuckMs) return 'stuck';
+  return 'in_progress';
+}
+
+/** The outcome of a session a later boot replaced at `at`: a superseded one that had gone quiet for stuckMs was stuck. */
+export function endedOutcome(s: BootSession, at: number, stuckMs: number): BootOutcome {
+  const o = outcomeOf(s, false, at, stuckMs);
+  return o === 'superseded' && at - s.last > stuckMs ? 'stuck' : o;
+}
+
+/** The stage a session stopped at (its furthest), for failed, stuck and superseded sessions. */
+export function stoppedAt(s: BootSession): BootStage {
+  return s.failure?.stage ?? s.stages.reduce((a, m) => (STAGE_ORDER[m.stage] > STAGE_ORDER[a] ? m.stage : a), s.stages[0].stage);
+}
+
+/**
+ * The boots of one device, newest last, at most `keep` of them, plus its loop state. Events are
+ * applied in the order the store gives them; a session begins at `report`, or at any stage
+ * before `disk` that does not come after the current session's furthest one (a boot that skipped
+ * the report, or started again), or at `disk`/`os` when there is no session to attach them to
+ * (a control plane that started mid-boot). `disk` and `os` seen again within a session (the OS
+ * logging in after the firmware) keep their first time.
+ */
+export class BootTimeline {
+  readonly sessions: BootSession[] = [];
+  /** Boots before this time do not count towards a loop (an operator released the hold). */
+  releasedAt = 0;
+  /** Set while the device is looping: when it was detected and why. */
+  looping: { since: number; reason: string } | null = null;
+
+  constructor(
+    readonly mac: string,
+    private readonly keep: number,
+  ) {}
+
+  get current(): BootSession | undefined {
+    return this.sessions[this.sessions.length - 1];
+  }
+
+  /** Applies one event; returns the session it began or extended (null: a release). */
+  apply(e: BootEvent): BootSession | null {
+    if (e.stage === 'release') {
+      this.releasedAt = Math.max(this.releasedAt, e.at);
+      this.looping = null;
+      return null;
+    }
+    const order = STAGE_ORDER[e.stage];
+    let s = this.current;
+    if (order >= DISK) {
+      if (!s) s = this.begin(e);
+      else if (!s.stages.some((m) => m.stage === e.stage)) this.mark(s, e);
+      return s;
+    }
+    if (!s || e.stage === 'report' || order <= s.reached || s.reached >= DISK) s = this.begin(e);
+    else this.mark(s, e);
+    if (e.stage === 'vars') this.answered(s, e.detail?.answer as VarsAnswer | undefined, e.detail?.reason);
+    return s;
+  }
+
+  private begin(e: BootEvent): BootSession {
+    const s: BootSession = { mac: this.mac, started: e.at, stages: [], reached: 0, last: e.at, ...(e.worker ? { worker: e.worker } : {}) };
+    this.sessions.push(s);
+    if (this.sessions.length > this.keep) this.sessions.shift();
+    this.mark(s, e);
+    return s;
+  }
+
+  private mark(s: BootSession, e: BootEvent): void {
+    const stage = e.stage as BootStage;
+    s.stages.push({ stage, at: e.at, ...(e.detail ? { detail: e.detail } : {}) });
+    s.reached = Math.max(s.reached, STAGE_ORDER[stage]);
+    s.last = Math.max(s.last, e.at);
+    if (e.worker && !s.worker) s.worker = e.worker;
+  }
+
+  private answered(s: BootSession, answer: VarsAnswer | undefined, reason: string | undefined): void {
+    if (answer === 'held') s.held = true;
+    else if (answer === 'pooled') s.waiting = true;
+    else if (answer && answer !== 'disk' && answer !== 'item') s.failure = { stage: 'vars', reason: reason ?? answer };
+  }
+
+  /**
+   * Boots since the release (and within `windowMs` of `now`) that ended without reaching the
+   * disk: failed, stuck or superseded. The session in progress counts once it has failed.
+   */
+  failedBoots(now: number, windowMs: number, stuckMs: number): BootSession[] {
+    const from = Math.max(now - windowMs, this.releasedAt);
+    const out: BootSession[] = [];
+    for (let i = 0; i < this.sessions.length; i++) {
+      const s = this.sessions[i];
+      if (s.started < from) continue;
+      const o = outcomeOf(s, i === this.sessions.length - 1, now, stuckMs);
+      if (o === 'failed' || o === 'stuck' || o === 'superseded') out.push(s);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,182 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import * as path from 'node:path';
+import { Clock } from '../../src/control-plane/common/clock';
+import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
+import { startApp, tempDir, TestApp } from '../helpers/app';
+
+const off = process.pid % 500;
+const CONTROL = 5000 + off;
+const PORTAL = CONTROL + 10000;
+const AGENT_PORT = 26000 + off;
+const MAC = '02:00:00:00:25:01';
+const LOOPER = '02:00:00:00:25:02';
+
+/** Polls fn until it returns a truthy value or the deadline passes (then the last value is returned for the assertion). */
+async function until<T>(fn: () => Promise<T>, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!v && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 100));
+    v = await fn();
+  }
+  return v;
+}
+
+describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, loops and holds', () => {
+  const tgtd = new Tgtd(CONTROL, PORTAL);
+  const dir = tempDir('kurrent-boots-');
+  const diskDir = path.join(dir, 'images');
+  let agent: Awaited<ReturnType<typeof spawnAgent>>;
+  let t: TestApp;
+  let initiator: ChildProcess | null = null;
+
+  beforeAll(async () => {
+    await tgtd.start();
+    makeFile(path.join(diskDir, '_tpl_ubuntu_2204.img'), 16 << 20);
+    agent = await spawnAgent({ IPXE_AGENT_PORT: String(AGENT_PORT), IPXE_AGENT_BACKEND: 'stgt', IPXE_AGENT_TGT_CONTROL_PORT: String(CONTROL), IPXE_AGENT_ISCSI_PORT: String(PORTAL), IPXE_AGENT_TOKEN: 'tok', DISK_DIR: diskDir, IPXE_AGENT_STATE_DIR: path.join(dir, 'agent-state') });
+  });
+  afterAll(async () => {
+    initiator?.kill('SIGKILL');
+    await agent?.stop();
+    await tgtd.stop();
+  });
+  afterEach(async () => {
+    initiator?.kill('SIGKILL');
+    initiator = null;
+    for (const w of (await t.req('GET', '/workers')).body) await t.req('DELETE', `/workers/${w.worker_id}?delete_disk=true&ignore_missing_target=true`);
+    await t.close();
+  });
+
+  const start = async (appDir?: string) => {
+    t = await startApp({ IPXE_CP_DISK_WATCH_MS: '100', IPXE_CP_AGENT_PROBE_TIMEOUT_MS: '2000' }, appDir ? { dir: appDir } : {});
+  };
+  const boots = async (q: string) => (await t.req('GET', `/boots${q}`)).body.items;
+  const pub = (url: string) => t.req('GET', url, undefined, { authorization: '' });
+
+  it('records report, vars, menu and the disk login of a real iSCSI initiator, then the OS', async () => {
+    await start();
+    expect((await t.req('POST', '/agents', { id: 'a', base_url: `http://127.0.0.1:${AGENT_PORT}`, token: 'tok', iscsi_server: '127.0.0.1', role: { disk: true } })).status).toBe(201);
+    await t.req('POST', '/devices', { mac: MAC });
+    expect((await t.req('POST', '/workers', { worker_id: 'seat-01', mac: MAC })).status).toBe(201);
+    const disk = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_ubuntu_2204.img', disk_agent: 'a' });
+    expect(disk.status).toBe(201);
+    expect((await t.req('PUT', '/workers/seat-01/default-os', { os: 'ubuntu' })).status).toBe(200);
+    const iqn = (await t.req('GET', '/workers/seat-01')).body.disks[0].iqn;
+
+    expect((await pub(`/devices/report?mac=${MAC}`)).status).toBe(200);
+    expect((await pub(`/boot-vars?mac=${MAC}`)).text).toContain('set menu-default ubuntu');
+    expect((await pub(`/boot-menu?mac=${MAC}`)).status).toBe(200);
+    let [s] = await boots(`?mac=${MAC}`);
+    expect(s).toMatchObject({ mac: MAC, worker_id: 'seat-01', outcome: 'in_progress', stage: 'menu', reason: null, looping: false });
+    expect(s.stages.map((x: { stage: string }) => x.stage)).toEqual(['report', 'vars', 'menu']);
+    expect(s.stages[1].detail).toEqual({ answer: 'disk', disk: iqn, transport: 'iscsi', agent: 'a' });
+
+    // A real login on tgtd (libiscsi's iscsi-perf keeps reading until killed).
+    initiator = spawn('iscsi-perf', ['-i', 'iqn.2010-04.org.ipxe:seat-01', `iscsi://127.0.0.1:${PORTAL}/${iqn}/1`], { stdio: 'ignore' });
+    s = await until(async () => (await boots(`?mac=${MAC}`)).find((x: { outcome: string }) => x.outcome === 'booted'));
+    expect(s).toMatchObject({ outcome: 'booted', stage: 'disk' });
+    expect(s.stages[3]).toMatchObject({ stage: 'disk', detail: { target: iqn, agent: 'a', initiator: 'iqn.2010-04.org.ipxe:seat-01' } });
+    expect(s.stages[3].offset_ms).toBeGreaterThanOrEqual(0);
+
+    expect((await t.req('POST', `/boots/os-up?mac=${MAC}`, undefined, { authorization: '' })).status).toBe(204);
+    [s] = await boots(`?mac=${MAC}`);
+    expect(s.stages.map((x: { stage: string }) => x.stage)).toEqual(['report', 'vars', 'menu', 'disk', 'os']);
+    expect((await t.req('GET', '/workers/seat-01')).body.last_boot).toMatchObject({ id: s.id, outcome: 'booted', stage: 'os' });
+    expect((await t.req('GET', `/devices/${MAC}`)).body.last_boot).toMatchObject({ id: s.id, outcome: 'booted' });
+    const metrics = (await t.req('GET', '/metrics')).text;
+    expect(metrics).toMatch(/kurrent_boot_stage_seconds_count\{stage="disk"\} 1/);
+
+    // A new boot supersedes nothing (the last one booted); the same login still held by the
+    // initiator does not count as the new boot's disk stage.
+    await pub(`/devices/report?mac=${MAC}`);
+    await pub(`/boot-vars?mac=${MAC}`);
+    const both = await boots(`?mac=${MAC}`);
+    expect(both.map((x: { outcome: string }) => x.outcome)).toEqual(['in_progress', 'booted']);
+    expect((await t.req('GET', '/metrics')).text).toMatch(/kurrent_boots_total\{outcome="booted"\} 1/);
+  }, 60_000);
+
+  it('catches a boot loop after three boots that never reach the disk, holds it, and releases it', async () => {
+    await start();
+    await t.req('POST', '/devices', { mac: LOOPER });
+    await t.req('POST', '/workers', { worker_id: 'seat-02', mac: LOOPER });
+    const boot = async () => {
+      await pub(`/devices/report?mac=${LOOPER}`);
+      return (await pub(`/boot-vars?mac=${LOOPER}`)).text;
+    };
+    for (let i = 0; i < 3; i++) expect(await boot()).toContain('set menu-default reboot');
+    const held = await boot();
+    expect(held).toContain('# boot-loop hold');
+    expect(held).toContain(`Kurrent holds this machine (${LOOPER}): 3 boots in 10 min never reached the disk (last stopped at vars: no default disk`);
+    expect(held).toContain('echo Control plane: ${controller}');
+    const list = await boots(`?mac=${LOOPER}`);
+    expect(list.map((x: { outcome: string }) => x.outcome)).toEqual(['held', 'failed', 'failed', 'failed']);
+    expect(list[1].reason).toMatch(/^no default disk/);
+    expect(list.every((x: { looping: boolean }) => x.looping)).toBe(true);
+    const w = (await t.req('GET', '/workers/seat-02')).body;
+    expect(w.boot_readiness.reasons.map((r: { code: string }) => r.code)).toContain('boot-loop-hold');
+    const audits = (await t.req('GET', '/operations?op=device.boot_loop')).body.entries;
+    expect(audits).toHaveLength(1);
+    expect(audits[0]).toMatchObject({ mac: LOOPER, worker_id: 'seat-02', status: 'failed', action: 'hold' });
+    expect((await t.req('GET', '/metrics')).text).toMatch(/kurrent_devices_looping 1/);
+
+    const rel = await t.req('POST', `/boots/${LOOPER.replace(/:/g, '-')}/release`);
+    expect(rel.status).toBe(200);
+    expect(rel.body).toEqual({ mac: LOOPER, looping: false, held: false, released: true });
+    expect((await t.req('POST', `/boots/${LOOPER}/release`)).body.released).toBe(false);
+    expect((await t.req('GET', '/operations?op=device.boot_hold.release')).body.entries).toHaveLength(1);
+    expect(await boot()).toContain('set menu-default reboot');
+    expect((await t.req('POST', '/boots/02:00:00:00:99:99/release')).status).toBe(404);
+    expect((await t.req('POST', '/boots/nope/release')).status).toBe(400);
+  });
+
+  it('keep-looping only marks; a quiet boot becomes stuck; sessions survive a restart', async () => {
+    const appDir = tempDir('kurrent-boots-restart-');
+    await start(appDir);
+    const clock = t.app.get(Clock);
+    let now = Date.now();
+    clock.now = () => new Date(now);
+    const bad = await t.req('PUT', '/settings/boot-policy', { loop_action: 'stop', loop_threshold: 1 });
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toMatch(/loop_threshold: .*; loop_action: /);
+    expect((await t.req('GET', '/settings/boot-policy')).body).toEqual({ loop_threshold: 3, loop_window_minutes: 10, loop_action: 'hold', stuck_after_seconds: 300 });
+    const ok = await t.req('PUT', '/settings/boot-policy', { loop_action: 'keep-looping', stuck_after_seconds: 60 });
+    expect(ok.body).toEqual({ loop_threshold: 3, loop_window_minutes: 10, loop_action: 'keep-looping', stuck_after_seconds: 60 });
+    expect((await t.req('GET', '/operations?op=settings.boot_policy')).body.entries).toHaveLength(1);
+
+    await t.req('POST', '/devices', { mac: LOOPER });
+    await t.req('POST', '/workers', { worker_id: 'seat-03', mac: LOOPER });
+    for (let i = 0; i < 4; i++) {
+      await pub(`/devices/report?mac=${LOOPER}`);
+      expect((await pub(`/boot-vars?mac=${LOOPER}`)).text).toContain('set menu-default reboot');
+      now += 1000;
+    }
+    expect((await boots(`?mac=${LOOPER}&limit=1`))[0]).toMatchObject({ looping: true, outcome: 'failed' });
+
+    await t.req('POST', '/devices', { mac: MAC });
+    await pub(`/devices/report?mac=${MAC}`);
+    expect((await pub(`/boot-vars?mac=${MAC}`)).text).toContain('pooled, waiting to be bound');
+    expect((await boots(`?mac=${MAC}`))[0].outcome).toBe('waiting');
+    now += 1000;
+    await t.req('POST', '/workers', { worker_id: 'seat-04', mac: MAC });
+    await t.req('PUT', '/workers/seat-04/default-os', { menu_default: 'exit' });
+    await pub(`/devices/report?mac=${MAC}`);
+    await pub(`/boot-vars?mac=${MAC}`);
+    expect((await boots(`?mac=${MAC}`))[0]).toMatchObject({ outcome: 'in_progress', worker_id: 'seat-04' });
+    now += 61_000;
+    expect((await boots(`?mac=${MAC}`))[0]).toMatchObject({ outcome: 'stuck', stage: 'vars' });
+    expect((await boots(`?outcome=stuck`)).map((x: { mac: string }) => x.mac)).toEqual([MAC]);
+    expect((await boots(`?worker_id=seat-04`)).length).toBe(1);
+    expect((await boots(`?mac=${MAC}`)).map((x: { outcome: string }) => x.outcome)).toEqual(['stuck', 'waiting']);
+    expect(await boots(`?since=${new Date(now + 1000).toISOString()}`)).toEqual([]);
+    for (const q of ['?outcome=bad', '?mac=zz', '?since=yesterday', '?limit=0']) {
+      const r = await t.req('GET', `/boots${q}`);
+      expect([q, r.status]).toEqual([q, 400]);
+      expect(r.body.message.toString()).toMatch(new RegExp(q.slice(1, q.indexOf('='))));
+    }
+    const before = await boots('?limit=1000');
+    await t.close();
+    await start(appDir);
+    t.app.get(Clock).now = () => new Date(now);
+    expect(await boots('?limit=1000')).toEqual(before);
+  });
+});
