@@ -81,6 +81,27 @@ describe('LIO backend (configfs under a test root, targetcli-fb semantics)', () 
     // The start-up scan found it present: nothing created twice.
     expect((await a.req('POST', '/luns/scan')).body).toEqual({ created: [], skipped: [{ iqn: `${IQN}:w1.ubuntu`, reason: 'exists' }] });
   });
+
+  it('GET /sessions: initiators of open targets (dynamic_sessions) and of closed ones (the ACL info of a logged-in initiator)', async () => {
+    await a.req('POST', '/luns/disk', { iqn: `${IQN}:w1.ubuntu`, size: '1G' });
+    await a.req('POST', '/luns/disk', { iqn: `${IQN}:w2.ubuntu`, size: '1G', allowed_initiators: [`${IQN}:w2`, `${IQN}:w2b`] });
+    expect((await a.req('GET', '/sessions')).body).toEqual({ supported: true, sessions: [] });
+    // What the kernel shows while initiators are logged in (the files are the kernel's on real configfs).
+    fs.writeFileSync(path.join(root, 'iscsi', `${IQN}:w1.ubuntu`, 'tpgt_1', 'dynamic_sessions'), 'iqn.2010-04.org.ipxe:w1\n');
+    fs.writeFileSync(
+      path.join(root, 'iscsi', `${IQN}:w2.ubuntu`, 'tpgt_1', 'acls', `${IQN}:w2`, 'info'),
+      `InitiatorName: ${IQN}:w2\nInitiatorAlias: \nLIO Session ID: 7   ISID: 0x00023d000001  TSIH: 1  SessionType: Normal\nSession State: TARG_SESS_STATE_LOGGED_IN\n` +
+        '----------------------[iSCSI Connections]-------------------------\nCID: 0  Connection State: TARG_CONN_STATE_LOGGED_IN\n   Address 10.0.0.22 TCP  StatSN: 0x00000010\n',
+    );
+    fs.writeFileSync(path.join(root, 'iscsi', `${IQN}:w2.ubuntu`, 'tpgt_1', 'acls', `${IQN}:w2b`, 'info'), `No active iSCSI Session for Initiator Endpoint: ${IQN}:w2b\n`);
+    expect((await a.req('GET', '/sessions')).body).toEqual({
+      supported: true,
+      sessions: [
+        { target: `${IQN}:w1.ubuntu`, initiator: 'iqn.2010-04.org.ipxe:w1', address: null, id: null },
+        { target: `${IQN}:w2.ubuntu`, initiator: `${IQN}:w2`, address: '10.0.0.22', id: '7' },
+      ],
+    });
+  });
 });
 
 describe('nvmet backend (NVMe/TCP configfs under a test root)', () => {
@@ -94,6 +115,10 @@ describe('nvmet backend (NVMe/TCP configfs under a test root)', () => {
     a = await startAgent(env(), d);
   });
   afterEach(() => a.close());
+
+  it('GET /sessions says it cannot see connections without nvmet debugfs (a test root, or a kernel without CONFIG_NVME_TARGET_DEBUGFS)', async () => {
+    expect((await a.req('GET', '/sessions')).body).toEqual({ supported: false, sessions: [] });
+  });
 
   it('sets up one TLS port on 4421 at start', async () => {
     expect(listTree(path.join(root, 'ports'))).toEqual([

@@ -32,6 +32,7 @@ describe('OpenAPI document', () => {
         'GET /agents/{agent_id}/luns listAgentLuns',
         'GET /boot-menu getBootMenu',
         'GET /boot-vars getBootVars',
+        'GET /boots listBoots',
         'GET /devices listDevices',
         'GET /devices/challenge getDeviceChallenge',
         'GET /devices/registration-window getRegistrationWindow',
@@ -44,6 +45,7 @@ describe('OpenAPI document', () => {
         'GET /operations listOperations',
         'GET /settings/admission getAdmission',
         'GET /settings/auto-register getAutoRegister',
+        'GET /settings/boot-policy getBootPolicy',
         'GET /settings/signature-enforcement getSignatureEnforcement',
         'GET /workers listWorkers',
         'GET /workers/{worker_id} getWorker',
@@ -51,6 +53,8 @@ describe('OpenAPI document', () => {
         'GET /workers/{worker_id}/status getWorkerStatus',
         'POST /agents createAgent',
         'POST /agents/probe probeAgent',
+        'POST /boots/os-up reportOsUp',
+        'POST /boots/{mac}/release releaseBootHold',
         'POST /agents/{agent_id}/luns/cd createAgentCd',
         'POST /agents/{agent_id}/luns/disk createAgentDisk',
         'POST /agents/{agent_id}/luns/scan scanAgentLuns',
@@ -69,6 +73,7 @@ describe('OpenAPI document', () => {
         'POST /workers/{worker_id}/luns/disk createWorkerDisk',
         'PUT /agents/{agent_id} updateAgent',
         'PUT /settings/auto-register setAutoRegister',
+        'PUT /settings/boot-policy setBootPolicy',
         'PUT /settings/signature-enforcement setSignatureEnforcement',
         'PUT /workers/{worker_id}/credential setWorkerCredential',
         'PUT /workers/{worker_id}/default-disk setWorkerDefaultDisk',
@@ -92,7 +97,7 @@ describe('OpenAPI document', () => {
     expect(doc.paths['/workers'].get.security).toEqual([{ bearer: [] }]);
     // Public routes say so: an empty security list, and the description names each of them.
     const open = Object.entries<any>(doc.paths).flatMap(([p, m]) => Object.entries<any>(m).filter(([, op]) => op.security.length === 0).map(([v]) => `${v.toUpperCase()} ${p}`));
-    expect(open.sort()).toEqual(['GET /boot-menu', 'GET /boot-vars', 'GET /devices/challenge', 'GET /devices/report', 'GET /healthz', 'GET /ipxe/{name}']);
+    expect(open.sort()).toEqual(['GET /boot-menu', 'GET /boot-vars', 'GET /devices/challenge', 'GET /devices/report', 'GET /healthz', 'GET /ipxe/{name}', 'POST /boots/os-up']);
     for (const p of open) expect(doc.info.description).toContain(p.slice(4));
     expect(doc.servers).toEqual([expect.objectContaining({ url: '{scheme}://{host}:{port}', variables: expect.objectContaining({ port: { default: '4839' } }) })]);
     expect(doc.info.license).toEqual({ name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' });
@@ -117,6 +122,7 @@ describe('storage agent OpenAPI document', () => {
         'POST /luns/scan',
         'GET /masters',
         'GET /nvme/hosts',
+        'GET /sessions',
         'PUT /nvme/hosts/{hostnqn}',
         'DELETE /nvme/hosts/{hostnqn}',
       ].sort(),

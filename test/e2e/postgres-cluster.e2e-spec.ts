@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { Client } from 'pg';
 import { BootService } from '../../src/control-plane/boot/boot.service';
 import { Database } from '../../src/control-plane/repositories/pg/database';
-import { freePort, startApp, tempDir } from '../helpers/app';
+import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
 
 /**
@@ -518,6 +518,51 @@ describe('two control planes on one PostgreSQL', () => {
       const m1 = stats.misses;
       expect((await nb.req('GET', `/boot-vars?mac=${macs[1]}`)).text).toContain('boot vars for cw1');
       expect(stats.misses).toBe(m1);
+    } finally {
+      await nb.close();
+      await na.close();
+    }
+  });
+
+  it('one boot split over two control planes is one session on both; a loop seen there is held by both and released by either', async () => {
+    const url = pg.createDb('boot_sessions');
+    const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+    const na = await startApp({ ...env, IPXE_CP_NODE_ID: 'boots-a' });
+    const nb = await startApp({ ...env, IPXE_CP_NODE_ID: 'boots-b' });
+    try {
+      const mac = '02:00:00:00:0f:b1';
+      await na.req('POST', '/devices', { mac });
+      await na.req('POST', '/workers', { worker_id: 'bw1', mac });
+      const until = async (n: TestApp, fn: (items: any[]) => boolean) => {
+        let items: any[] = [];
+        for (const end = Date.now() + 10_000; Date.now() < end; await sleep(50)) if (fn((items = (await n.req('GET', `/boots?mac=${mac}`)).body.items))) break;
+        return items;
+      };
+      // b must know the binding before it answers for it (asked through the API: a boot-vars probe would be a boot)
+      for (const end = Date.now() + 10_000; Date.now() < end && (await nb.req('GET', `/devices/${mac}`)).body.bound_worker_id !== 'bw1'; ) await sleep(20);
+      await na.req('GET', `/devices/report?mac=${mac}`);
+      await until(nb, (i) => i[0]?.stages[0]?.stage === 'report');
+      await nb.req('GET', `/boot-vars?mac=${mac}`);
+      const stages = (i: any[]) => i[0]?.stages.map((x: { stage: string }) => x.stage).join(',');
+      expect(stages(await until(na, (i) => stages(i) === 'report,vars'))).toBe('report,vars');
+      expect(stages(await until(nb, (i) => stages(i) === 'report,vars'))).toBe('report,vars');
+      // Two more failed boots, each split the same way: the third makes it loop, on both.
+      for (let k = 0; k < 2; k++) {
+        await na.req('GET', `/devices/report?mac=${mac}`);
+        await until(nb, (i) => i[0]?.stages.length === 1);
+        await nb.req('GET', `/boot-vars?mac=${mac}`);
+      }
+      expect((await until(na, (i) => i[0]?.looping))[0].looping).toBe(true);
+      for (const n of [na, nb]) {
+        let text = '';
+        for (const end = Date.now() + 10_000; Date.now() < end && !text.includes('boot-loop hold'); await sleep(50)) text = (await n.req('GET', `/boot-vars?mac=${mac}`)).text;
+        expect(text).toContain('# boot-loop hold');
+      }
+      expect((await na.req('GET', '/operations?op=device.boot_loop')).body.entries).toHaveLength(1);
+      expect((await na.req('POST', `/boots/${mac}/release`)).body.released).toBe(true);
+      let after = '';
+      for (const end = Date.now() + 10_000; Date.now() < end && !after.includes('set menu-default reboot'); await sleep(50)) after = (await nb.req('GET', `/boot-vars?mac=${mac}`)).text;
+      expect(after).toContain('set menu-default reboot');
     } finally {
       await nb.close();
       await na.close();

@@ -32,6 +32,7 @@ describe('workers (sections 7, 7.3, 7.5, 7.6, 8-11.1)', () => {
         },
         default_os: null,
         boot: { menu_default: null, menu_timeout: null },
+        last_boot: null,
       });
       expect(t.read('state/workers.yml')).toContain('"worker-01"');
       expect((await t.req('GET', '/operations')).body.entries.pop()).toMatchObject({ op: 'worker.create', worker_id: 'worker-01' });

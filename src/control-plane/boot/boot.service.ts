@@ -28,6 +28,8 @@ type Answer<T> = T | Promise<T>;
 const then = <T, U>(v: Answer<T>, fn: (v: T) => U): Answer<U> => (v instanceof Promise ? v.then(fn) : fn(v));
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
+/** identify's answer for a device refused by signature enforcement (audited and recorded there). */
+const DENIED = Symbol('denied');
 /** The JSON answer of a refused script: its identity tells render() callers not to cache it. */
 const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, never>;
 
@@ -210,10 +212,15 @@ export class BootService implements OnModuleInit {
       slot,
       rawMac,
       rawHostname,
-      then(this.identify(use, rawMac, rawHostname, format, nonce, sig), (who) => {
+      then(this.identify(use, rawMac, rawHostname, format, nonce, sig), (found) => {
         this.note = null;
+        const who = found === DENIED ? null : found;
         const body = render(who);
-        const note = this.note;
+        // A known device the lookup did not match (a pooled one under a worker's hostname, a
+        // revoked one): its boot is recorded too. A denial was recorded where it was decided.
+        if (found === null) this.noteUnmatched(use, rawMac);
+        // Only iPXE asks for the ipxe form: JSON answers go to tools (CLI, UI, scripts), which are no boot.
+        const note = format === 'ipxe' ? this.note : null;
         this.note = null;
         if (note) this.sessions.seen(note);
         return { body, note };
@@ -223,6 +230,19 @@ export class BootService implements OnModuleInit {
 
   /** What the render in progress saw (set by varsFor and menuFor; synchronous, read right after). */
   private note: StageNote | null = null;
+
+  private noteUnmatched(use: ChallengeUse, rawMac: unknown): void {
+    const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    const d = mac ? this.store.read().devices.get(mac) : undefined;
+    if (!mac || !d) return;
+    const worker = d.state === 'bound' && d.bound_worker_id ? { worker: d.bound_worker_id } : {};
+    if (use === 'menu') this.note = Object.freeze({ mac, stage: 'menu', ...worker });
+    else if (d.state === 'pooled') this.note = Object.freeze({ mac, stage: 'vars', detail: { answer: 'pooled' } });
+    else {
+      const reason = d.state === 'revoked' ? 'the device is revoked' : 'the hostname it sent names another worker than the one it is bound to';
+      this.note = Object.freeze({ mac, stage: 'vars', ...worker, detail: { answer: 'empty', reason } });
+    }
+  }
 
   /** A stage of a device the ledger knows (boot sessions are kept for known devices only). */
   private noteFor(mac: string | null, r: Resolved, stage: 'vars' | 'menu', detail?: Record<string, string>): void {
@@ -252,7 +272,7 @@ export class BootService implements OnModuleInit {
       return format === 'json' ? {} : EMPTY_SCRIPT;
     }
     if (r.kind === 'pooled') this.noteFor(mac, r, 'vars', { answer: 'pooled' });
-    else if (vars.menu_default === 'reboot') this.noteFor(mac, r, 'vars', { answer: 'reboot', reason: BOOT_BLOCKERS['no-default-disk'] });
+    else if (vars.menu_default === 'reboot') this.noteFor(mac, r, 'vars', { answer: 'reboot', reason: 'no default disk (answered menu-default reboot)' });
     else if (plan?.disk && vars.menu_default === this.disks.itemId(plan.disk)) {
       this.noteFor(mac, r, 'vars', { answer: 'disk', disk: targetName(plan.disk), transport: plan.disk.transport ?? 'iscsi', agent: plan.disk.agent });
     } else this.noteFor(mac, r, 'vars', { answer: 'item', item: String(vars.menu_default) });
@@ -305,7 +325,7 @@ export class BootService implements OnModuleInit {
   }
 
   /** Format check, MAC and hostname parsing, lookup and (when on) signature enforcement. */
-  private identify(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<Who | null> {
+  private identify(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown): Answer<Who | null | typeof DENIED> {
     checkFormat(format);
     let mac: string | null = null;
     if (typeof rawMac === 'string' && rawMac.trim() !== '') {
@@ -318,11 +338,11 @@ export class BootService implements OnModuleInit {
     const r = this.resolve(mac, hostname);
     if (r.kind === 'none') return null;
     if (!this.settings.signatureEnforcement) return { r, mac };
-    const denied = (reason: string | null): Who | null => {
+    const denied = (reason: string | null): Who | typeof DENIED => {
       if (!reason) return { r, mac };
       this.auditDenial(mac, r.kind === 'worker' ? r.worker.worker_id : null, reason);
-      if (use === 'vars' && mac && this.store.read().devices.has(mac)) this.sessions.seen({ mac, stage: 'vars', ...(r.kind === 'worker' ? { worker: r.worker.worker_id } : {}), detail: { answer: 'denied', reason } });
-      return null;
+      if (use === 'vars' && format === 'ipxe' && mac && this.store.read().devices.has(mac)) this.sessions.seen({ mac, stage: 'vars', ...(r.kind === 'worker' ? { worker: r.worker.worker_id } : {}), detail: { answer: 'denied', reason } });
+      return DENIED;
     };
     return then(this.verify(use, r, mac, nonce, sig), denied);
   }

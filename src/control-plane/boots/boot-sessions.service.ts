@@ -3,6 +3,7 @@ import { AuditService } from '../audit/audit.service';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { BootEvent, BootEventRepository, BootStage } from '../repositories/boot-events/boot-event.repository';
+import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { SettingsService } from '../settings/settings.service';
 import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppedAt } from './boot-timeline';
 
@@ -67,9 +68,20 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     private readonly audit: AuditService,
     private readonly clock: Clock,
     private readonly config: AppConfig,
+    private readonly store: LedgerRepository,
   ) {}
 
   async onModuleInit(): Promise<void> {
+    // A change of what a looping device boots (its binding, its worker's disks or defaults) may be
+    // the fix: its hold lifts and its next boots count afresh. Released once, by the control plane
+    // that made the change.
+    this.store.onBootChange((c) => {
+      if (c.full || !c.local) return;
+      const workers = new Set(c.workers);
+      for (const t of this.timelines.values()) {
+        if (t.looping && (c.macs.includes(t.mac) || (t.current?.worker && workers.has(t.current.worker)))) void this.release(t.mac, 'ledger change');
+      }
+    });
     const now = this.clock.now().getTime();
     for (const e of await this.repo.load(now - BOOT_EVENT_RETENTION_MS)) this.apply(e, false);
     this.lastPrune = now;
@@ -100,7 +112,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   /** The boot path saw a stage of a known device. */
   seen(note: StageNote): void {
     const e: BootEvent = { ...note, at: this.clock.now().getTime(), node: this.config.nodeId };
-    this.apply(e, true);
+    if (!this.apply(e, true)) return;
     if (this.pending.length >= PENDING_MAX) {
       this.pending.shift();
       this.dropped++;
@@ -188,16 +200,18 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     return this.settings.bootPolicy.stuck_after_seconds * 1000;
   }
 
-  private apply(e: BootEvent, local: boolean): void {
+  /** Applies an event to its device's timeline; false when it belongs to no boot (dropped). */
+  private apply(e: BootEvent, local: boolean): boolean {
     let t = this.timelines.get(e.mac);
     if (!t) this.timelines.set(e.mac, (t = new BootTimeline(e.mac, SESSIONS_PER_DEVICE)));
     const before = t.current;
     const wasLooping = t.looping;
     const s = t.apply(e);
-    if (!s) {
-      if (wasLooping) this.holdChanged(e.mac); // a release
-      return;
+    if (e.stage === 'release') {
+      if (wasLooping) this.holdChanged(e.mac);
+      return true;
     }
+    if (!s) return false;
     const stuckMs = this.stuckMs();
     if (local) {
       if (e.stage === 'vars' && e.detail?.answer === 'disk' && e.detail.disk && e.detail.agent) {
@@ -217,6 +231,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       t.looping = null;
       this.holdChanged(e.mac);
     } else if (!t.looping && (before !== s || e.stage === 'vars')) this.checkLoop(t, e, local);
+    return true;
   }
 
   /** Counts a session's outcome once (GET /metrics: kurrent_boots_total). */

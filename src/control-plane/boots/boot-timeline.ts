@@ -62,11 +62,11 @@ export function stoppedAt(s: BootSession): BootStage {
 
 /**
  * The boots of one device, newest last, at most `keep` of them, plus its loop state. Events are
- * applied in the order the store gives them; a session begins at `report`, or at any stage
- * before `disk` that does not come after the current session's furthest one (a boot that skipped
- * the report, or started again), or at `disk`/`os` when there is no session to attach them to
- * (a control plane that started mid-boot). `disk` and `os` seen again within a session (the OS
- * logging in after the firmware) keep their first time.
+ * applied in the order the store gives them. A boot begins at `report`, the first request of
+ * boot.ipxe.cfg; every later stage extends the current boot once (its first time is kept: the OS
+ * logging in again after the firmware is the same `disk` stage). A stage with no boot to extend
+ * (a /boot-vars asked by hand, a stage seen twice) belongs to no boot and is dropped, so tools and
+ * retries never make a boot, let alone a boot loop.
  */
 export class BootTimeline {
   readonly sessions: BootSession[] = [];
@@ -84,22 +84,20 @@ export class BootTimeline {
     return this.sessions[this.sessions.length - 1];
   }
 
-  /** Applies one event; returns the session it began or extended (null: a release). */
+  /** Applies one event; returns the session it began or extended (null: a release, or an event that belongs to no boot). */
   apply(e: BootEvent): BootSession | null {
     if (e.stage === 'release') {
       this.releasedAt = Math.max(this.releasedAt, e.at);
       this.looping = null;
       return null;
     }
+    if (e.stage === 'report') return this.begin(e);
+    const s = this.current;
     const order = STAGE_ORDER[e.stage];
-    let s = this.current;
-    if (order >= DISK) {
-      if (!s) s = this.begin(e);
-      else if (!s.stages.some((m) => m.stage === e.stage)) this.mark(s, e);
-      return s;
-    }
-    if (!s || e.stage === 'report' || order <= s.reached || s.reached >= DISK) s = this.begin(e);
-    else this.mark(s, e);
+    if (!s || s.stages.some((m) => m.stage === e.stage)) return null;
+    // challenge, vars, menu extend a boot that has not reached its disk; disk and os come after any of them.
+    if (order < DISK && s.reached >= DISK) return null;
+    this.mark(s, e);
     if (e.stage === 'vars') this.answered(s, e.detail?.answer as VarsAnswer | undefined, e.detail?.reason);
     return s;
   }

@@ -7,6 +7,7 @@ const LICENSE = { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICE
 const TAGS: Record<string, string> = {
   agents: 'Storage nodes (agents): registry, live capabilities, their targets and masters.',
   boot: 'The boot path workers call from iPXE: boot variables, the boot menu, the iPXE scripts.',
+  boots: 'Boot sessions: every boot of every device stage by stage, stuck boots, boot loops and their holds.',
   credentials: 'Per-worker storage credentials (DH-HMAC-CHAP, TLS PSK, iSCSI CHAP) and their pushes.',
   devices: 'Devices (machines by MAC): registration, reports, the identity chain, binding to workers.',
   health: 'Liveness and readiness.',
@@ -15,7 +16,7 @@ const TAGS: Record<string, string> = {
   nvme: 'NVMe-oF hosts on this node: DH-HMAC-CHAP keys and TLS PSKs.',
   operations: 'The audit log of every change.',
   reconciler: 'The reconciler that converges agents on the ledger and the credentials.',
-  settings: 'Registration and enforcement settings.',
+  settings: 'Registration, enforcement and boot-policy settings.',
   system: 'This storage node: health and capabilities.',
   workers: 'Workers (seats): identity, disks, default disk, boot state.',
 };

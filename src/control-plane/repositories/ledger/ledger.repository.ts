@@ -45,6 +45,8 @@ export interface Registration {
 /** See LedgerRepository.onBootChange. */
 export interface BootChange {
   full: boolean;
+  /** This process's own commit (false: another control plane's, caught up). */
+  local: boolean;
   macs: string[];
   workers: string[];
   hostnames: string[];
@@ -303,8 +305,8 @@ export abstract class LedgerRepository {
   }
 
   /** A durable change (this process's commit, or another's caught up): indexes, feed, then the records. */
-  protected applyCommitted({ d, w }: ChangeSet): void {
-    this.noteChanges(d, w);
+  protected applyCommitted({ d, w }: ChangeSet, local = true): void {
+    this.noteChanges(d, w, local);
     if (d.size) this.devices.apply(d);
     if (w.size) this.workers.apply(w);
   }
@@ -318,7 +320,7 @@ export abstract class LedgerRepository {
   }
 
   /** Updates the indexes and the feed with a commit's changes, before they are applied. */
-  private noteChanges(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>): void {
+  private noteChanges(d: Map<string, DeviceRecord | undefined>, w: Map<string, WorkerRecord | undefined>, local: boolean): void {
     const macs: string[] = [];
     const workers: string[] = [];
     const names: string[] = [];
@@ -346,7 +348,7 @@ export abstract class LedgerRepository {
       if (prev) names.push(prev.hostname);
       if (next) names.push(next.hostname);
     }
-    if (macs.length || workers.length) for (const fn of this.bootListeners) fn({ full: false, macs, workers, hostnames: names });
+    if (macs.length || workers.length) for (const fn of this.bootListeners) fn({ full: false, local, macs, workers, hostnames: names });
   }
 
   /** After a load, replay or hand edit: indexes rebuild on next use, the projection re-derives. */
@@ -355,6 +357,6 @@ export abstract class LedgerRepository {
     this.hostIdx = null;
     this.pooledN = null;
     this.feed = { full: true, d: new Set(), w: new Set() };
-    for (const fn of this.bootListeners) fn({ full: true, macs: [], workers: [], hostnames: [] });
+    for (const fn of this.bootListeners) fn({ full: true, local: false, macs: [], workers: [], hostnames: [] });
   }
 }

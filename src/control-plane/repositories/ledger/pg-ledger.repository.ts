@@ -112,7 +112,7 @@ export class PgLedgerRepository extends LedgerRepository implements OnModuleInit
       const mine = this.devices.dirtyKeys.has(k) ? this.devices.get(k) : undefined;
       if (v && mine) d.set(k, { ...v, uuid: mine.uuid, fingerprint: mine.fingerprint, first_seen: v.first_seen ?? mine.first_seen, last_seen: mine.last_seen });
     }
-    this.applyCommitted({ d, w });
+    this.applyCommitted({ d, w }, false);
     this.version = Number(rows[rows.length - 1].id);
     this.externalChange();
   }

@@ -1,0 +1,202 @@
+import { Logger } from '@nestjs/common';
+import { BootEvent } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { BootTimeline, endedOutcome, outcomeOf } from '../../src/control-plane/boots/boot-timeline';
+import { BootSessionsService } from '../../src/control-plane/boots/boot-sessions.service';
+import { parseSessions } from '../../src/storage-agent/backends/stgt.backend';
+import { renderHold } from '../../src/control-plane/boot/ipxe-script';
+
+const MAC = '02:00:00:00:00:01';
+const ev = (at: number, stage: BootEvent['stage'], detail?: Record<string, string>): BootEvent => ({ at, mac: MAC, stage, node: 'n1', ...(detail ? { detail } : {}) });
+const disk = { answer: 'disk', disk: 'iqn.2026-07.com.k:w1.ubuntu', transport: 'iscsi', agent: 'a' };
+const STUCK = 300_000;
+
+describe('boot timeline: sessions assembled from stage events', () => {
+  it('one boot from report to os; a later report begins the next', () => {
+    const t = new BootTimeline(MAC, 20);
+    for (const [at, stage] of [[0, 'report'], [10, 'challenge'], [20, 'vars'], [30, 'menu'], [5000, 'disk'], [30_000, 'os']] as const) t.apply(ev(at, stage, stage === 'vars' ? disk : undefined));
+    expect(t.sessions).toHaveLength(1);
+    expect(t.sessions[0].stages.map((m) => m.stage)).toEqual(['report', 'challenge', 'vars', 'menu', 'disk', 'os']);
+    expect(outcomeOf(t.current!, true, 40_000, STUCK)).toBe('booted');
+    t.apply(ev(60_000, 'report'));
+    expect(t.sessions).toHaveLength(2);
+    expect(outcomeOf(t.sessions[0], false, 60_000, STUCK)).toBe('booted');
+  });
+
+  it('only a report begins a boot: a stage with no boot to extend, or seen twice, is dropped (a /boot-vars asked by hand is no boot)', () => {
+    const t = new BootTimeline(MAC, 20);
+    expect(t.apply(ev(0, 'vars', disk))).toBeNull();
+    expect(t.apply(ev(1, 'disk'))).toBeNull();
+    expect(t.sessions).toHaveLength(0);
+    t.apply(ev(10, 'report'));
+    t.apply(ev(11, 'vars', disk));
+    expect(t.apply(ev(12, 'vars', { answer: 'reboot' }))).toBeNull();
+    t.apply(ev(13, 'menu'));
+    expect(t.sessions.map((s) => s.stages.map((m) => m.stage))).toEqual([['report', 'vars', 'menu']]);
+    expect(t.current!.failure).toBeUndefined();
+  });
+
+  it('disk and os seen again (the OS logs in after the firmware) keep their first time; nothing before the disk comes after it', () => {
+    const t = new BootTimeline(MAC, 20);
+    t.apply(ev(0, 'report'));
+    t.apply(ev(5, 'vars', disk));
+    t.apply(ev(7, 'disk'));
+    t.apply(ev(9, 'disk'));
+    expect(t.apply(ev(10, 'menu'))).toBeNull();
+    t.apply(ev(20, 'os'));
+    expect(t.current!.stages.map((m) => [m.stage, m.at])).toEqual([['report', 0], ['vars', 5], ['disk', 7], ['os', 20]]);
+  });
+
+  it('outcomes: failed by the answer, waiting for a pooled device, held, stuck after the quiet period, in progress before', () => {
+    const t = new BootTimeline(MAC, 20);
+    t.apply(ev(0, 'report'));
+    t.apply(ev(0, 'vars', { answer: 'reboot', reason: 'no default disk' }));
+    expect(outcomeOf(t.current!, true, 1, STUCK)).toBe('failed');
+    expect(t.current!.failure).toEqual({ stage: 'vars', reason: 'no default disk' });
+    t.apply(ev(10, 'report'));
+    t.apply(ev(11, 'vars', { answer: 'pooled' }));
+    expect(outcomeOf(t.current!, true, 12, STUCK)).toBe('waiting');
+    t.apply(ev(20, 'report'));
+    t.apply(ev(21, 'vars', { answer: 'held', reason: 'loop' }));
+    expect(outcomeOf(t.current!, true, 22, STUCK)).toBe('held');
+    t.apply(ev(30, 'report'));
+    t.apply(ev(31, 'vars', { answer: 'item', item: 'exit' }));
+    expect(outcomeOf(t.current!, true, 31 + STUCK, STUCK)).toBe('in_progress');
+    expect(outcomeOf(t.current!, true, 32 + STUCK, STUCK)).toBe('stuck');
+    t.apply(ev(40 + STUCK, 'report'));
+    expect(endedOutcome(t.sessions[3], 40 + STUCK, STUCK)).toBe('stuck');
+    expect(outcomeOf(t.sessions[3], false, 40 + STUCK, STUCK)).toBe('superseded');
+    expect(endedOutcome(t.sessions[3], 40, STUCK)).toBe('superseded');
+  });
+
+  it('counts failed, stuck and superseded boots since the release and within the window; keeps at most `keep` sessions', () => {
+    const t = new BootTimeline(MAC, 3);
+    for (let i = 0; i < 5; i++) {
+      t.apply(ev(i * 1000, 'report'));
+      t.apply(ev(i * 1000 + 1, 'vars', { answer: 'empty', reason: 'credential revoked' }));
+    }
+    expect(t.sessions).toHaveLength(3);
+    expect(t.failedBoots(5000, 600_000, STUCK)).toHaveLength(3);
+    expect(t.failedBoots(5000, 2500, STUCK)).toHaveLength(2);
+    t.apply({ ...ev(4500, 'release'), detail: { by: 'op' } });
+    expect(t.failedBoots(5000, 600_000, STUCK)).toHaveLength(0);
+  });
+});
+
+describe('boot sessions service: loops', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  const make = (action: 'hold' | 'keep-looping') => {
+    let now = 1_000_000;
+    const audits: unknown[] = [];
+    const repo = { load: () => Promise.resolve([]), append: () => Promise.resolve(), pull: () => Promise.resolve([]), prune: () => Promise.resolve() };
+    const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: action, stuck_after_seconds: 300 } };
+    const audit = { record: (op: string, f: unknown) => (audits.push({ op, ...(f as object) }), Promise.resolve()) };
+    let onChange: (c: unknown) => void = () => undefined;
+    const store = { onBootChange: (fn: (c: unknown) => void) => (onChange = fn) };
+    const svc = new BootSessionsService(repo as never, settings as never, audit as never, { now: () => new Date(now) } as never, { nodeId: 'n1' } as never, store as never);
+    void svc.onModuleInit();
+    const changes: string[] = [];
+    svc.onHoldChange((m) => changes.push(m));
+    const boot = (answer: string) => {
+      now += 1000;
+      svc.seen({ mac: MAC, stage: 'report', worker: 'w1' });
+      svc.seen({ mac: MAC, stage: 'vars', worker: 'w1', detail: { answer, reason: 'r' } });
+    };
+    return { svc, audits, changes, boot, tick: (ms: number) => (now += ms), change: (c: object) => onChange({ full: false, local: true, macs: [], workers: [], hostnames: [], ...c }) };
+  };
+
+  it('marks a device looping at the third failed boot, audits once, holds it, and a release clears it', async () => {
+    const { svc, audits, changes, boot } = make('hold');
+    boot('reboot');
+    boot('reboot');
+    expect(svc.held(MAC)).toBe(false);
+    boot('reboot');
+    expect(svc.held(MAC)).toBe(true);
+    expect(changes).toEqual([MAC]);
+    boot('held');
+    boot('held');
+    expect(audits.filter((a) => (a as { op: string }).op === 'device.boot_loop')).toHaveLength(1);
+    expect(await svc.release(MAC, 'op')).toBe(true);
+    expect(svc.held(MAC)).toBe(false);
+    expect(changes).toEqual([MAC, MAC]);
+    expect(await svc.release(MAC, 'op')).toBe(false);
+    boot('reboot');
+    expect(svc.looping(MAC)).toBeNull();
+  });
+
+  it("a change of what the looping device boots (its binding, its worker) lifts the hold; another's, or another control plane's, does not", async () => {
+    const { svc, boot, change, audits } = make('hold');
+    for (let i = 0; i < 3; i++) boot('reboot');
+    expect(svc.held(MAC)).toBe(true);
+    change({ workers: ['other'] });
+    change({ macs: ['02:00:00:00:00:99'] });
+    change({ workers: ['w1'], local: false });
+    expect(svc.held(MAC)).toBe(true);
+    change({ workers: ['w1'] });
+    expect(svc.held(MAC)).toBe(false);
+    await new Promise((r) => setImmediate(r));
+    expect(audits.filter((a) => (a as { op: string }).op === 'device.boot_hold.release')).toEqual([expect.objectContaining({ mac: MAC, client: 'ledger change' })]);
+  });
+
+  it('boots spread wider than the window never make a loop; keep-looping marks without holding; reaching the disk clears it', () => {
+    const { svc, boot, tick } = make('keep-looping');
+    for (let i = 0; i < 5; i++) {
+      boot('reboot');
+      tick(6 * 60_000);
+    }
+    expect(svc.looping(MAC)).toBeNull();
+    boot('reboot');
+    boot('reboot');
+    boot('reboot');
+    expect(svc.looping(MAC)).not.toBeNull();
+    expect(svc.held(MAC)).toBe(false);
+    svc.seen({ mac: MAC, stage: 'report', worker: 'w1' });
+    svc.seen({ mac: MAC, stage: 'vars', worker: 'w1', detail: { answer: 'disk', disk: 'iqn.x:w1.u', agent: 'a' } });
+    expect(svc.waitingForDisk().map((w) => w.target)).toEqual(['iqn.x:w1.u']);
+    svc.seen({ mac: MAC, stage: 'disk', worker: 'w1' });
+    expect(svc.looping(MAC)).toBeNull();
+    expect(svc.waitingForDisk()).toEqual([]);
+  });
+});
+
+describe('stgt sessions: the I_T nexuses of tgtadm --op show', () => {
+  it('lists each initiator with its nexus id and address, per target', () => {
+    const out = [
+      'Target 1: iqn.2026-07.com.k:w1.ubuntu',
+      '    System information:',
+      '        Driver: iscsi',
+      '        State: ready',
+      '    I_T nexus information:',
+      '        I_T nexus: 3',
+      '            Initiator: iqn.2010-04.org.ipxe:w1 alias: none',
+      '            Connection: 0',
+      '                IP Address: 10.0.0.21',
+      '        I_T nexus: 4',
+      '            Initiator: iqn.2010-04.org.ipxe:w1 alias: none',
+      '            Connection: 0',
+      '                IP Address: 10.0.0.21',
+      '    LUN information:',
+      '        LUN: 0',
+      '            Type: controller',
+      'Target 2: iqn.2026-07.com.k:w2.ubuntu',
+      '    System information:',
+      '    I_T nexus information:',
+      '    LUN information:',
+      '        LUN: 1',
+      '            Backing store path: /d/w2.img',
+    ].join('\n');
+    expect(parseSessions(out)).toEqual([
+      { target: 'iqn.2026-07.com.k:w1.ubuntu', initiator: 'iqn.2010-04.org.ipxe:w1', address: '10.0.0.21', id: '3' },
+      { target: 'iqn.2026-07.com.k:w1.ubuntu', initiator: 'iqn.2010-04.org.ipxe:w1', address: '10.0.0.21', id: '4' },
+    ]);
+  });
+});
+
+describe('the hold script', () => {
+  it('says why and where, with nothing from the reason that iPXE would expand or run', () => {
+    const s = renderHold(MAC, '3 boots ${evil}\nchain http://x/ never reached');
+    expect(s.split('\n').filter((l) => l.startsWith('echo Kurrent holds'))).toEqual([`echo Kurrent holds this machine (${MAC}): 3 boots   evil  chain http://x/ never reached`]);
+    expect(s).not.toMatch(/\$\{evil/);
+    expect(s.split('\n').filter((l) => /^(chain|imgfetch|sanboot|shell)/.test(l))).toEqual([]);
+    expect(s.endsWith('reboot\n')).toBe(true);
+  });
+});
