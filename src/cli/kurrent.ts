@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { agentCommands } from './commands/agents';
 import { deviceCommands } from './commands/devices';
 import { opsCommands } from './commands/ops';
+import { bootCommands } from './commands/boots';
 import { settingsCommands } from './commands/settings';
 import { workerCommands } from './commands/workers';
 import { cliContext, EXIT_HELP, Io, seconds } from './context';
@@ -35,6 +36,7 @@ export function buildProgram(io: Io, env: NodeJS.ProcessEnv = process.env): Comm
   workerCommands(ctx);
   settingsCommands(ctx);
   opsCommands(ctx);
+  bootCommands(ctx);
   const { verb } = ctx;
 
   // ---- completion ----

@@ -106,11 +106,11 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
     for (let i = 0; i < 3; i++) expect(await boot()).toContain('set menu-default reboot');
     const held = await boot();
     expect(held).toContain('# boot-loop hold');
-    expect(held).toContain(`Kurrent holds this machine (${LOOPER}): 3 boots in 10 min never reached the disk (last stopped at vars: no default disk`);
+    expect(held).toContain(`Kurrent holds this machine (${LOOPER}): 3 boots in 10 min never reached the disk (last stopped at vars: the worker has no disk`);
     expect(held).toContain('echo Control plane: ${controller}');
     const list = await boots(`?mac=${LOOPER}`);
     expect(list.map((x: { outcome: string }) => x.outcome)).toEqual(['held', 'failed', 'failed', 'failed']);
-    expect(list[1].reason).toMatch(/^no default disk/);
+    expect(list[1].reason).toBe('the worker has no disk (answered menu-default reboot)');
     expect(list.every((x: { looping: boolean }) => x.looping)).toBe(true);
     const w = (await t.req('GET', '/workers/seat-02')).body;
     expect(w.boot_readiness.reasons.map((r: { code: string }) => r.code)).toContain('boot-loop-hold');

@@ -222,4 +222,25 @@ describe('kurrent CLI', () => {
     follow.kill('SIGINT');
     expect(seen).toMatch(/^\d+ {2}\S+ {2}worker\.create {2}ok {2}.*worker_id=late-worker/m);
   });
+  it('boots: the boot policy, a device\'s boots with their stages, and the release of a held device', async () => {
+    const MAC = '52:54:00:00:25:01';
+    await t.req('POST', '/devices', { mac: MAC });
+    await t.req('POST', '/workers', { worker_id: 'cli-seat', mac: MAC });
+    expect((await ok(['settings', 'boot-policy', '--json'])).json).toEqual({ loop_threshold: 3, loop_window_minutes: 10, loop_action: 'hold', stuck_after_seconds: 300 });
+    expect((await ok(['settings', 'boot-policy', '--stuck-after', '120', '--json'])).json.stuck_after_seconds).toBe(120);
+    const bad = await cli(['settings', 'boot-policy', '--loop-action', 'explode']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.err).toMatch(/loop_action/);
+    for (let i = 0; i < 4; i++) {
+      await t.req('GET', `/devices/report?mac=${MAC}`);
+      await t.req('GET', `/boot-vars?mac=${MAC}`);
+    }
+    const list = await ok(['boots', 'list', '--mac', MAC]);
+    expect(list.out).toMatch(/^STARTED_AT +MAC +WORKER_ID +OUTCOME +STAGES +REASON$/m);
+    expect(list.out).toMatch(new RegExp(`${MAC} +cli-seat +held +report\\+0\\.0s vars\\+0\\.0s +looping`));
+    expect((await ok(['boots', 'list', '--outcome', 'failed', '--json'])).json.items).toHaveLength(3);
+    expect((await ok(['boots', 'release', MAC])).out).toBe(`${MAC} released: it boots normally at its next power-on\n`);
+    expect((await ok(['boots', 'release', MAC])).out).toBe(`${MAC} was not looping\n`);
+    expect((await cli(['boots', 'release', '52:54:00:00:99:99'])).code).not.toBe(0);
+  });
 });

@@ -117,7 +117,8 @@ describe('web UI (Chromium)', () => {
     await shot('login-refused');
     await page.getByLabel('API token').fill(TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Devices', exact: true }).waitFor();
+    // The overview opens first.
+    await page.getByRole('heading', { name: 'Overview', exact: true }).waitFor();
     // Kept for this tab only: sessionStorage, not a cookie or localStorage.
     expect(await page.evaluate(() => [(globalThis as any).sessionStorage.getItem('kurrent.token'), (globalThis as any).localStorage.length, (globalThis as any).document.cookie])).toEqual([TOKEN, 0, '']);
   });
@@ -237,6 +238,48 @@ describe('web UI (Chromium)', () => {
     // Live status: the ledger beside tgtd's real target, in sync.
     await page.getByLabel('live status').getByText('in sync').waitFor();
     await shot('worker-detail');
+  });
+
+  it('Overview and boot timelines: a boot seen stage by stage, a boot loop caught and held, released with one click', async () => {
+    const pub = async (u: string) => (await fetch(base + u)).text();
+    const MAC = '52:54:00:aa:00:01';
+    const LOOP = '52:54:00:aa:00:25';
+    // ui-w1's machine boots (as iPXE asks: report, vars, menu): its page shows the boot, stage by stage.
+    await pub(`/devices/report?mac=${MAC}`);
+    expect(await pub(`/boot-vars?mac=${MAC}`)).toContain('set menu-default windows');
+    await pub(`/boot-menu?mac=${MAC}`);
+    await go('workers/ui-w1');
+    const timeline = page.getByLabel('boot timeline');
+    await timeline.getByText('vars: iscsi on stgt-01').waitFor();
+    await timeline.getByText('in progress').waitFor();
+    // A seat whose worker has no disk: each boot is answered the reboot loop; the third makes it a loop, the fourth is held.
+    expect((await api('POST', '/devices', { mac: LOOP })).status).toBe(201);
+    expect((await api('POST', '/workers', { worker_id: 'ui-w5', mac: LOOP })).status).toBe(201);
+    for (let i = 0; i < 4; i++) {
+      await pub(`/devices/report?mac=${LOOP}`);
+      await pub(`/boot-vars?mac=${LOOP}`);
+    }
+    expect(await pub(`/boot-vars?mac=${LOOP}`)).toContain('# boot-loop hold');
+    await page.goto(`${base}/ui/`);
+    await page.getByRole('heading', { name: 'Overview', exact: true }).waitFor();
+    const loops = page.getByLabel('boot loops');
+    await loops.getByText(LOOP).waitFor();
+    await page.getByLabel('why seats will not boot').getByText('boot-loop-hold').waitFor();
+    await page.getByLabel('failed and stuck boots').getByText('the worker has no disk (answered menu-default reboot)').first().waitFor();
+    await page.getByLabel('boots in the last hour').getByText('held 1').waitFor();
+    await shot('overview');
+    // The worker page says the same, with its own release button.
+    await go('workers/ui-w5');
+    await page.getByLabel('boot timeline').getByText('Boot loop:').waitFor();
+    await page.getByText('boot-loop-hold').first().waitFor();
+    await shot('worker-boot-loop');
+    await go('overview');
+    await loops.getByRole('button', { name: 'Release hold' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Release' }).click();
+    await page.getByText(`${LOOP} released`).waitFor();
+    await loops.getByText('No device is looping.').waitFor();
+    expect(await pub(`/boot-vars?mac=${LOOP}`)).toContain('set menu-default reboot');
+    expect((await api('GET', '/operations?op=device.boot_hold.release')).body.entries).toEqual([expect.objectContaining({ mac: LOOP })]);
   });
 
   it("a worker page's create-disk form makes the first disk the default when asked (ticked by default), and its state stays on its own page", async () => {
@@ -391,6 +434,13 @@ describe('web UI (Chromium)', () => {
       expect(await tablet.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth + 1)).toBe(true);
     }
     await tablet.screenshot({ path: path.join(SCREENSHOT_DIR, 'agents-tablet.png') });
+    // The overview: its cards stack, nothing sideways.
+    await tablet.goto(`${base}/ui/#/overview`);
+    await tablet.getByRole('heading', { name: 'Overview', exact: true }).waitFor();
+    await tablet.getByLabel('boot loops').getByText('No device is looping.').waitFor();
+    expect(await outside()).toEqual([]);
+    expect(await tablet.evaluate(() => (globalThis as any).document.documentElement.scrollWidth <= (globalThis as any).innerWidth + 1)).toBe(true);
+    await tablet.screenshot({ path: path.join(SCREENSHOT_DIR, 'overview-tablet.png') });
     // Operations: the details column keeps a readable width (words are not split every few characters).
     await tablet.goto(`${base}/ui/#/operations`);
     const details = tablet.locator('td.details').first();

@@ -51,7 +51,7 @@ describe('boot timeline: sessions assembled from stage events', () => {
     t.apply(ev(0, 'report'));
     t.apply(ev(0, 'vars', { answer: 'reboot', reason: 'no default disk' }));
     expect(outcomeOf(t.current!, true, 1, STUCK)).toBe('failed');
-    expect(t.current!.failure).toEqual({ stage: 'vars', reason: 'no default disk' });
+    expect(t.current!.failure).toEqual({ stage: 'vars', reason: 'no default disk', answer: 'reboot' });
     t.apply(ev(10, 'report'));
     t.apply(ev(11, 'vars', { answer: 'pooled' }));
     expect(outcomeOf(t.current!, true, 12, STUCK)).toBe('waiting');
@@ -79,6 +79,13 @@ describe('boot timeline: sessions assembled from stage events', () => {
     expect(t.failedBoots(5000, 2500, STUCK)).toHaveLength(2);
     t.apply({ ...ev(4500, 'release'), detail: { by: 'op' } });
     expect(t.failedBoots(5000, 600_000, STUCK)).toHaveLength(0);
+    // Refused by signature enforcement: shown as failed, never counted (unsigned requests for its MAC must not hold a device).
+    for (let i = 5; i < 9; i++) {
+      t.apply(ev(i * 1000, 'report'));
+      t.apply(ev(i * 1000 + 1, 'vars', { answer: 'denied', reason: 'bad signature' }));
+    }
+    expect(outcomeOf(t.current!, true, 9000, STUCK)).toBe('failed');
+    expect(t.failedBoots(9000, 600_000, STUCK)).toHaveLength(0);
   });
 });
 

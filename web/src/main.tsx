@@ -8,12 +8,13 @@ import { WorkerDetailPage } from './pages/worker-detail';
 import { BatchDisksPage } from './pages/batch-disks';
 import { AgentsPage } from './pages/agents';
 import { OperationsPage } from './pages/operations';
+import { OverviewPage } from './pages/overview';
 import { LoginPage } from './pages/login';
 import './styles.css';
 
 /** Hash routes (#/devices, #/workers/w1): the control plane serves one index.html at /ui/. */
 function useRoute(): string[] {
-  const parse = () => (location.hash.replace(/^#\/?/, '') || 'devices').split('/').map(decodeURIComponent);
+  const parse = () => (location.hash.replace(/^#\/?/, '') || 'overview').split('/').map(decodeURIComponent);
   const [route, setRoute] = useState(parse);
   useEffect(() => {
     const on = () => setRoute(parse());
@@ -24,6 +25,7 @@ function useRoute(): string[] {
 }
 
 const NAV: [string, string][] = [
+  ['overview', 'Overview'],
   ['devices', 'Devices'],
   ['workers', 'Workers'],
   ['batch-disks', 'Batch disks'],
@@ -83,7 +85,7 @@ function App() {
   return (
     <div class="shell">
       <nav class="side" aria-label="main">
-        <a class="brand" href="#/devices">
+        <a class="brand" href="#/overview">
           Kurrent
         </a>
         {NAV.map(([k, t]) => (
@@ -109,6 +111,7 @@ function App() {
         )}
       </nav>
       <main class="content">
+        {page === 'overview' && <OverviewPage />}
         {page === 'devices' && <DevicesPage />}
         {page === 'workers' && !rest[0] && <WorkersPage />}
         {page === 'workers' && rest[0] && <WorkerDetailPage id={rest[0]} />}

@@ -272,7 +272,7 @@ export class BootService implements OnModuleInit {
       return format === 'json' ? {} : EMPTY_SCRIPT;
     }
     if (r.kind === 'pooled') this.noteFor(mac, r, 'vars', { answer: 'pooled' });
-    else if (vars.menu_default === 'reboot') this.noteFor(mac, r, 'vars', { answer: 'reboot', reason: 'no default disk (answered menu-default reboot)' });
+    else if (vars.menu_default === 'reboot') this.noteFor(mac, r, 'vars', { answer: 'reboot', reason: `${r.kind === 'worker' && r.worker.disks.length ? 'no default disk' : 'the worker has no disk'} (answered menu-default reboot)` });
     else if (plan?.disk && vars.menu_default === this.disks.itemId(plan.disk)) {
       this.noteFor(mac, r, 'vars', { answer: 'disk', disk: targetName(plan.disk), transport: plan.disk.transport ?? 'iscsi', agent: plan.disk.agent });
     } else this.noteFor(mac, r, 'vars', { answer: 'item', item: String(vars.menu_default) });

@@ -1,14 +1,15 @@
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import { Clock } from '../common/clock';
+import { EventBudget, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
 import { AppConfig } from '../config/app-config';
 import { BootEvent, BootEventRepository, BootStage } from '../repositories/boot-events/boot-event.repository';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { SettingsService } from '../settings/settings.service';
 import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppedAt } from './boot-timeline';
 
-/** Sessions kept per device in memory (and so answered by GET /boots). */
-export const SESSIONS_PER_DEVICE = 20;
+/** Sessions kept per device in memory (and so answered by GET /boots): enough to see a loop and the boots before it. */
+export const SESSIONS_PER_DEVICE = 10;
 /** Events older than this are pruned from the store and not loaded at start. */
 export const BOOT_EVENT_RETENTION_MS = 7 * 24 * 3600_000;
 /** How often local events are written and the other control planes' read. */
@@ -57,6 +58,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   private readonly holdListeners: ((mac: string) => void)[] = [];
   private readonly stageListeners: ((stage: BootStage, seconds: number) => void)[] = [];
   private readonly endListeners: ((outcome: BootOutcome) => void)[] = [];
+  private readonly loopAudits = new EventBudget(UNAUTHENTICATED_AUDITS_PER_MINUTE);
   /** Devices whose boot (seen here) was sent to a disk and has not logged in yet: DiskLoginWatcher asks their agents. */
   private readonly awaiting = new Map<string, DiskWait>();
   /** The agent session that last counted as each device's disk login (a lingering one never counts twice). */
@@ -111,7 +113,10 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
 
   /** The boot path saw a stage of a known device. */
   seen(note: StageNote): void {
-    const e: BootEvent = { ...note, at: this.clock.now().getTime(), node: this.config.nodeId };
+    // Most boot-path calls outside a boot (a repeated /boot-vars, a tool) stop here, before any allocation.
+    if (note.stage !== 'report' && !this.timelines.get(note.mac)?.accepts(note.stage)) return;
+    // One shape for every event (no spread): the boot path makes two of these per boot.
+    const e: BootEvent = { at: this.clock.now().getTime(), mac: note.mac, stage: note.stage, node: this.config.nodeId, worker: note.worker, detail: note.detail };
     if (!this.apply(e, true)) return;
     if (this.pending.length >= PENDING_MAX) {
       this.pending.shift();
@@ -251,9 +256,13 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     t.looping = { since: e.at, reason };
     this.holdChanged(t.mac);
     if (!local) return;
+    // Boots are unauthenticated requests: a storm of loops (a room whose disks are gone) is audited
+    // within the same per-minute budget as other unauthenticated events, the rest counted as `dropped`.
+    const pass = this.loopAudits.take(e.at);
+    if (!pass) return;
     this.log.warn(`device ${t.mac} is looping: ${reason}`);
     this.audit
-      .record('device.boot_loop', { status: 'failed', mac: t.mac, worker_id: last.worker ?? null, reason, action: p.loop_action })
+      .record('device.boot_loop', { status: 'failed', mac: t.mac, worker_id: last.worker ?? null, reason, action: p.loop_action, ...(pass.dropped ? { dropped: pass.dropped } : {}) })
       .catch(() => undefined);
   }
 

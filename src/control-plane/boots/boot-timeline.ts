@@ -24,7 +24,7 @@ export interface BootSession {
   /** Time of the latest stage. */
   last: number;
   /** Set by an answer that cannot boot the disk (refusal, reboot loop of a bound worker). */
-  failure?: { stage: BootStage; reason: string };
+  failure?: { stage: BootStage; reason: string; answer: VarsAnswer };
   /** Answered as a pooled device (the reboot loop until it is bound): not a failure. */
   waiting?: boolean;
   /** Answered the boot-loop hold script. */
@@ -84,6 +84,15 @@ export class BootTimeline {
     return this.sessions[this.sessions.length - 1];
   }
 
+  /** Whether a stage other than report would extend the current boot (apply's rule, without applying). */
+  accepts(stage: BootStage | 'release'): boolean {
+    if (stage === 'report' || stage === 'release') return true;
+    const s = this.current;
+    if (!s || (STAGE_ORDER[stage] < DISK && s.reached >= DISK)) return false;
+    for (let i = 0; i < s.stages.length; i++) if (s.stages[i].stage === stage) return false;
+    return true;
+  }
+
   /** Applies one event; returns the session it began or extended (null: a release, or an event that belongs to no boot). */
   apply(e: BootEvent): BootSession | null {
     if (e.stage === 'release') {
@@ -92,11 +101,9 @@ export class BootTimeline {
       return null;
     }
     if (e.stage === 'report') return this.begin(e);
-    const s = this.current;
-    const order = STAGE_ORDER[e.stage];
-    if (!s || s.stages.some((m) => m.stage === e.stage)) return null;
     // challenge, vars, menu extend a boot that has not reached its disk; disk and os come after any of them.
-    if (order < DISK && s.reached >= DISK) return null;
+    if (!this.accepts(e.stage)) return null;
+    const s = this.current!;
     this.mark(s, e);
     if (e.stage === 'vars') this.answered(s, e.detail?.answer as VarsAnswer | undefined, e.detail?.reason);
     return s;
@@ -121,19 +128,21 @@ export class BootTimeline {
   private answered(s: BootSession, answer: VarsAnswer | undefined, reason: string | undefined): void {
     if (answer === 'held') s.held = true;
     else if (answer === 'pooled') s.waiting = true;
-    else if (answer && answer !== 'disk' && answer !== 'item') s.failure = { stage: 'vars', reason: reason ?? answer };
+    else if (answer && answer !== 'disk' && answer !== 'item') s.failure = { stage: 'vars', reason: reason ?? answer, answer };
   }
 
   /**
    * Boots since the release (and within `windowMs` of `now`) that ended without reaching the
-   * disk: failed, stuck or superseded. The session in progress counts once it has failed.
+   * disk: failed, stuck or superseded. The session in progress counts once it has failed. A boot
+   * refused by signature enforcement does not count: anyone can send unsigned requests for a MAC,
+   * and they must not be able to put the real device on hold.
    */
   failedBoots(now: number, windowMs: number, stuckMs: number): BootSession[] {
     const from = Math.max(now - windowMs, this.releasedAt);
     const out: BootSession[] = [];
     for (let i = 0; i < this.sessions.length; i++) {
       const s = this.sessions[i];
-      if (s.started < from) continue;
+      if (s.started < from || s.failure?.answer === 'denied') continue;
       const o = outcomeOf(s, i === this.sessions.length - 1, now, stuckMs);
       if (o === 'failed' || o === 'stuck' || o === 'superseded') out.push(s);
     }

@@ -11,7 +11,7 @@ import { BootHoldDto, BootsPageDto, BootsQueryDto } from './dto/boot-session.dto
 export class BootsController {
   constructor(private readonly boots: BootsService) {}
 
-  /** Boots of the fleet, newest first, each with its stages and times (kept: 20 per device, 7 days). */
+  /** Boots of the fleet, newest first, each with its stages and times (kept: the last 10 per device, for 7 days). */
   @ApiErrors(400)
   @Get()
   list(@Query() q: BootsQueryDto): BootsPageDto {

@@ -9,6 +9,8 @@ import { SettingsService } from '../settings/settings.service';
 import { CacheFreshness } from '../repositories/cache-freshness';
 import { BootService } from '../boot/boot.service';
 import { BootSessionsService } from '../boots/boot-sessions.service';
+import { BOOT_OUTCOMES } from '../boots/boot-timeline';
+import { BOOT_STAGES } from '../repositories/boot-events/boot-event.repository';
 import { logWriteFailures } from '../../shared/http/log-destination';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 
@@ -66,9 +68,12 @@ export class MetricsService implements OnModuleInit {
       this.passTime.observe(seconds);
       this.unreachable.set(r.agents_unreachable.length);
     });
-    this.sessions.onEnded((o) => this.boots.labels(o).inc());
+    // Labelled children made once: prom-client's labels() allocates on every call (see `http` below).
+    const ended = new Map(BOOT_OUTCOMES.map((o) => [o, this.boots.labels(o)]));
+    const stages = new Map(BOOT_STAGES.map((st) => [st, this.bootStages.labels(st)]));
+    this.sessions.onEnded((o) => ended.get(o)!.inc());
     this.sessions.onStage((stage, seconds) => {
-      if (stage !== 'report') this.bootStages.labels(stage).observe(seconds);
+      if (stage !== 'report') stages.get(stage)!.observe(seconds);
     });
     this.audit.tap((e) => {
       this.operations.labels(e.op, e.status).inc();

@@ -1,3 +1,4 @@
+import { BootTimeline } from '../ui/boot-timeline';
 import { useMemo, useState } from 'preact/hooks';
 import { api, call, type Device } from '../api';
 import { countByState, filterDevices } from '../lib/devices';
@@ -122,6 +123,7 @@ function DeviceDetail({ d, now, onClose, onChange }: { d: Device; now: number; o
           {relativeTime(d.first_seen, now)} / {relativeTime(d.last_seen, now)}
         </dd>
       </dl>
+      <BootTimeline key={d.mac} mac={d.mac} onChange={onChange} />
       <ErrorBox error={act.error} onClose={act.clear} />
       {d.state !== 'revoked' && (
         <form

@@ -1,3 +1,4 @@
+import { BootTimeline } from '../ui/boot-timeline';
 import { useMemo, useState } from 'preact/hooks';
 import { api, ApiFailure, call, type Schemas, type Worker } from '../api';
 import { MENU_DEFAULTS, OS_NAMES } from '../lib/constants';
@@ -37,6 +38,8 @@ export function WorkerDetailPage({ id }: { id: string }) {
       </header>
       <ErrorBox error={w.error} />
       <BootsNow readiness={worker.boot_readiness} />
+      {/* keyed by worker: its boots never show on another worker's page */}
+      <BootTimeline key={worker.worker_id} workerId={worker.worker_id} onChange={reload} />
       <div class="cols">
         <MacCard worker={worker} onChange={reload} />
         <BootCard worker={worker} onChange={reload} />

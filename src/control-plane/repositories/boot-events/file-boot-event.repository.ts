@@ -13,9 +13,9 @@ import { BootEvent, BootEventRepository } from './boot-event.repository';
 @Injectable()
 export class FileBootEventRepository extends BootEventRepository {
   private readonly file: string;
-  /** Lines in the file and the oldest retained time, to decide when a rewrite pays. */
+  /** Lines in the file and the time of its oldest event: what decides whether a prune rewrites it. */
   private lines = 0;
-  private kept: BootEvent[] = [];
+  private oldest = Infinity;
 
   constructor(
     config: AppConfig,
@@ -25,47 +25,54 @@ export class FileBootEventRepository extends BootEventRepository {
     this.file = path.join(config.stateDir, 'boot-events.jsonl');
   }
 
-  async load(since: number): Promise<BootEvent[]> {
+  /** The events of the file, a torn last line (a crash mid-append, never acknowledged) skipped. */
+  private async read(): Promise<{ events: BootEvent[]; torn: boolean; lines: number }> {
     const text = (await this.fs.readText(this.file)) ?? '';
-    const out: BootEvent[] = [];
+    const events: BootEvent[] = [];
     let lines = 0;
     for (const line of text.split('\n')) {
       if (!line) continue;
       lines++;
       try {
         const e = JSON.parse(line) as BootEvent;
-        if (typeof e.at === 'number' && typeof e.mac === 'string' && typeof e.stage === 'string' && e.at >= since) out.push(e);
+        if (typeof e.at === 'number' && typeof e.mac === 'string' && typeof e.stage === 'string') events.push(e);
       } catch {
-        // a torn last line: its batch was never acknowledged
+        // the torn line
       }
     }
-    if (text && !text.endsWith('\n')) await this.fs.writeAtomic(this.file, out.map((e) => JSON.stringify(e) + '\n').join(''));
+    return { events, torn: text !== '' && !text.endsWith('\n'), lines };
+  }
+
+  private async rewrite(events: BootEvent[]): Promise<void> {
+    await this.fs.writeAtomic(this.file, events.map((e) => JSON.stringify(e) + '\n').join(''));
+    this.lines = events.length;
+    this.oldest = events.length ? events[0].at : Infinity;
+  }
+
+  async load(since: number): Promise<BootEvent[]> {
+    const { events, torn, lines } = await this.read();
     this.lines = lines;
-    this.kept = out;
-    return out;
+    this.oldest = events.length ? events[0].at : Infinity;
+    const kept = events.filter((e) => e.at >= since);
+    if (torn) await this.rewrite(kept);
+    return kept;
   }
 
   async append(events: BootEvent[]): Promise<void> {
     if (!events.length) return;
     await this.fs.appendDurable(this.file, events.map((e) => JSON.stringify(e) + '\n').join(''));
     this.lines += events.length;
-    for (const e of events) this.kept.push(e);
+    if (this.oldest === Infinity) this.oldest = events[0].at;
   }
 
   pull(): Promise<BootEvent[]> {
     return Promise.resolve([]);
   }
 
+  /** Rewrites the file without the events before `before`, once there are any and the file holds more than 10,000 lines. */
   async prune(before: number): Promise<void> {
-    let first = 0;
-    while (first < this.kept.length && this.kept[first].at < before) first++;
-    if (first === 0 || this.lines < 2 * (this.kept.length - first) + 1000) {
-      if (first) this.kept = this.kept.slice(first);
-      return;
-    }
-    const keep = this.kept.slice(first);
-    await this.fs.writeAtomic(this.file, keep.map((e) => JSON.stringify(e) + '\n').join(''));
-    this.kept = keep;
-    this.lines = keep.length;
+    if (this.oldest >= before || this.lines < 10_000) return;
+    const { events } = await this.read();
+    await this.rewrite(events.filter((e) => e.at >= before));
   }
 }
