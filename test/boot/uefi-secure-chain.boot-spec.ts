@@ -162,12 +162,19 @@ describe('UEFI secure boot chain: device key in NVRAM, pinned HTTPS, signed boot
       `UEFI power-on to marker: ${Math.round(second.ms)} ms; the control plane answered ${served.n - before.n} requests in ${Math.round(share)} ms (${((100 * share) / second.ms).toFixed(2)}%)`,
     );
 
+    // Its boot session: the signed chain stage by stage (report, challenge, vars with its disk, menu).
+    const [signed] = (await t.req('GET', `/boots?mac=${MAC}`)).body.items;
+    expect(signed.stages.map((x: { stage: string }) => x.stage).slice(0, 4)).toEqual(['report', 'challenge', 'vars', 'menu']);
+    expect(signed.stages[2].detail).toMatchObject({ answer: 'disk', transport: 'iscsi' });
+
     // 3. A fresh variable store (a new key for the same MAC): refused and audited, no disk.
     const third = await boot(path.join(dir, 'vm2.vars.fd'), tftp);
     expect(third.serial).not.toContain(BOOT_MARKER);
     expect((await t.req('GET', `/devices/${MAC}`)).body.key_sha256).toBe(claimed.key_sha256);
     const ops = (await t.req('GET', `/operations?mac=${MAC}`)).body as { entries: { op: string; mac?: string; reason?: string }[] };
     expect(ops.entries.some((o) => o.op === 'boot.denied' && o.mac === MAC && o.reason === 'bad signature')).toBe(true);
+    // The refused boot is recorded as failed at vars, with the reason; it never counts towards a boot loop.
+    expect((await t.req('GET', `/boots?mac=${MAC}&limit=1`)).body.items[0]).toMatchObject({ outcome: 'failed', stage: 'vars', reason: 'bad signature' });
 
     // 4. A controller with another certificate: the chain stops before any HTTP request.
     const fourth = await boot(path.join(dir, 'vm1.vars.fd'), tftpFor(WRONG_PORT));

@@ -191,6 +191,9 @@ export class BootService implements OnModuleInit {
     if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(rawMac ?? null)})`);
     const c = this.challenges.issue(mac);
     if (format === 'json') return c;
+    // iPXE asks in the ipxe form: a stage of a known device's boot.
+    const d = this.store.read().devices.get(mac);
+    if (d) this.sessions.seen({ mac, stage: 'challenge', ...(d.bound_worker_id ? { worker: d.bound_worker_id } : {}) });
     return renderIpxe('challenge: sign nonce || mac with the device key', [{ name: 'nonce', grammar: 'hex64', value: c.nonce }]);
   }
 

@@ -152,10 +152,9 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
 
   /** Releases a looping device's hold (its earlier boots no longer count). Returns false when it was not looping. */
   async release(mac: string, client: string): Promise<boolean> {
-    const t = this.timelines.get(mac);
-    const was = t?.looping ?? null;
+    const was = this.timelines.get(mac)?.looping ?? null;
+    if (!was) return false; // nothing to release: nothing changes, nothing is audited
     this.seenRelease(mac, client);
-    if (!was) return false;
     await this.audit.record('device.boot_hold.release', { mac, looping_since: new Date(was.since).toISOString(), reason: was.reason, client });
     return true;
   }
