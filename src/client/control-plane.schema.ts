@@ -205,8 +205,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Boots of the fleet, newest first, each with its stages and times (kept: 20 per device, 7 days)
-         * @description Boots of the fleet, newest first, each with its stages and times (kept: 20 per device, 7 days).
+         * Boots of the fleet, newest first, each with its stages and times (kept: the last 10 per device, for 7 days)
+         * @description Boots of the fleet, newest first, each with its stages and times (kept: the last 10 per device, for 7 days).
          */
         get: operations["listBoots"];
         put?: never;
