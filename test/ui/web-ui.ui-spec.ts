@@ -282,6 +282,22 @@ describe('web UI (Chromium)', () => {
     expect((await api('GET', '/operations?op=device.boot_hold.release')).body.entries).toEqual([expect.objectContaining({ mac: LOOP })]);
   });
 
+  it('Signature enforcement: the confirmation counts the keyless bound devices as they are now, not as at the last refresh', async () => {
+    await go('devices');
+    const enforce = page.getByRole('checkbox', { name: /answers only signed requests/ });
+    await enforce.waitFor();
+    const before = (await api('GET', '/settings/signature-enforcement')).body.keyless_bound_devices.length;
+    for (let i = 0; i < 3; i++) {
+      expect((await api('POST', '/devices', { mac: `52:54:00:aa:00:3${i}` })).status).toBe(201);
+      expect((await api('POST', '/workers', { worker_id: `ui-k${i}`, mac: `52:54:00:aa:00:3${i}` })).status).toBe(201);
+    }
+    await enforce.click();
+    const dialog = page.getByRole('alertdialog');
+    await dialog.getByText(`${before + 3} bound device(s) have no key and will stop booting`, { exact: false }).waitFor();
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    expect((await api('GET', '/settings/signature-enforcement')).body.enabled).toBe(false);
+  });
+
   it("a worker page's create-disk form makes the first disk the default when asked (ticked by default), and its state stays on its own page", async () => {
     expect((await api('POST', '/workers', { worker_id: 'ui-w3' })).status).toBe(201);
     expect((await api('POST', '/workers', { worker_id: 'ui-w4' })).status).toBe(201);

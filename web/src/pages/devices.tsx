@@ -205,7 +205,7 @@ function DeviceDetail({ d, now, onClose, onChange }: { d: Device; now: number; o
 function Admission({ onChange }: { onChange: () => void }) {
   const win = useResource(() => call(api.GET('/devices/registration-window')), [], 5000);
   const auto = useResource(() => call(api.GET('/settings/auto-register')), []);
-  const enf = useResource(() => call(api.GET('/settings/signature-enforcement')), [], 15_000);
+  const enf = useResource(() => call(api.GET('/settings/signature-enforcement')), [], 5000);
   const adm = useResource(() => call(api.GET('/settings/admission')), [], 5000);
   const now = useNow(1000);
   const act = useAction();
@@ -310,8 +310,11 @@ function Admission({ onChange }: { onChange: () => void }) {
               const enabled = e.currentTarget.checked;
               e.currentTarget.checked = !enabled; // the server's answer decides
               let force = false;
-              if (enabled && blockers.length) {
-                if (!(await confirmAction('Enforce with keyless devices?', `${blockers.length} bound device(s) have no key and will stop booting: ${blockers.slice(0, 8).join(', ')}${blockers.length > 8 ? ' …' : ''}`, { confirm: 'Enforce anyway' }))) return;
+              // The count in the confirmation is asked now, not taken from the last poll (it went stale).
+              const now = enabled ? await act.run(() => call(api.GET('/settings/signature-enforcement'))) : undefined;
+              const keyless = now?.keyless_bound_devices ?? [];
+              if (enabled && keyless.length) {
+                if (!(await confirmAction('Enforce with keyless devices?', `${keyless.length} bound device(s) have no key and will stop booting: ${keyless.slice(0, 8).join(', ')}${keyless.length > 8 ? ' …' : ''}`, { confirm: 'Enforce anyway' }))) return;
                 force = true;
               }
               if (await act.run(() => call(api.PUT('/settings/signature-enforcement', { body: { enabled, force } })))) after();
