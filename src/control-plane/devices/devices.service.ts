@@ -120,7 +120,7 @@ export class DevicesService {
     const rawKey = reportKeyParam(q);
     if (d) {
       if (d.state === 'revoked') return '';
-      this.sessions.seen({ mac, stage: 'report', ...(d.bound_worker_id ? { worker: d.bound_worker_id } : {}) });
+      this.sessions.seen({ mac, stage: 'report', worker: d.bound_worker_id ?? undefined });
       store.devices.touch(mac, {
         ...d,
         uuid: uuid ?? d.uuid,

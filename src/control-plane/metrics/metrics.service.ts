@@ -21,6 +21,7 @@ interface RouteStats {
   count: number;
 }
 
+const STAGE_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /**
@@ -37,8 +38,9 @@ export class MetricsService implements OnModuleInit {
   private readonly passTime = new Histogram({ name: 'kurrent_reconciler_pass_duration_seconds', help: 'Duration of reconciler passes.', buckets: [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60], registers: [this.registry] });
   private readonly unreachable = new Gauge({ name: 'kurrent_reconciler_agents_unreachable', help: 'Agents the last reconciler pass could not list.', registers: [this.registry] });
   private readonly pushes = new Counter({ name: 'kurrent_credential_pushes_total', help: 'NVMe-oF credential pushes and removals, by agent, operation and outcome.', labelNames: ['agent', 'op', 'status'], registers: [this.registry] });
-  private readonly boots = new Counter({ name: 'kurrent_boots_total', help: 'Boots this control plane saw end, by outcome (booted, failed, stuck, superseded, waiting, held).', labelNames: ['outcome'], registers: [this.registry] });
-  private readonly bootStages = new Histogram({ name: 'kurrent_boot_stage_seconds', help: "Time from a boot's first stage to each later stage, by stage.", labelNames: ['stage'], buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600], registers: [this.registry] });
+  /** Boots ended and stage times: counted here like the request series (two observations per boot in a storm). */
+  private readonly bootsEnded = new Map<string, number>();
+  private readonly bootStages = new Map<string, RouteStats>();
   private readonly operations = new Counter({ name: 'kurrent_audit_operations_total', help: 'Audited operations, by operation and status.', labelNames: ['op', 'status'], registers: [this.registry] });
   /**
    * The request series are kept here, not in prom-client: its observe() allocates label objects
@@ -68,12 +70,20 @@ export class MetricsService implements OnModuleInit {
       this.passTime.observe(seconds);
       this.unreachable.set(r.agents_unreachable.length);
     });
-    // Labelled children made once: prom-client's labels() allocates on every call (see `http` below).
-    const ended = new Map(BOOT_OUTCOMES.map((o) => [o, this.boots.labels(o)]));
-    const stages = new Map(BOOT_STAGES.map((st) => [st, this.bootStages.labels(st)]));
-    this.sessions.onEnded((o) => ended.get(o)!.inc());
+    for (const o of BOOT_OUTCOMES) if (o !== 'in_progress') this.bootsEnded.set(o, 0);
+    for (const st of BOOT_STAGES) if (st !== 'report') this.bootStages.set(st, { statuses: new Map(), buckets: new Float64Array(STAGE_BUCKETS.length), sum: 0, count: 0 });
+    this.sessions.onEnded((o) => this.bootsEnded.set(o, (this.bootsEnded.get(o) ?? 0) + 1));
     this.sessions.onStage((stage, seconds) => {
-      if (stage !== 'report') stages.get(stage)!.observe(seconds);
+      const st = this.bootStages.get(stage);
+      if (!st) return;
+      st.sum += seconds;
+      st.count++;
+      for (let i = 0; i < STAGE_BUCKETS.length; i++) {
+        if (seconds <= STAGE_BUCKETS[i]) {
+          st.buckets[i]++;
+          break;
+        }
+      }
     });
     this.audit.tap((e) => {
       this.operations.labels(e.op, e.status).inc();
@@ -100,7 +110,24 @@ export class MetricsService implements OnModuleInit {
   }
 
   async render(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: this.renderHttp() + (await this.registry.metrics()) };
+    return { contentType: this.registry.contentType, body: this.renderHttp() + this.renderBoots() + (await this.registry.metrics()) };
+  }
+
+  private renderBoots(): string {
+    const out = ['# HELP kurrent_boots_total Boots this control plane saw end, by outcome (booted, failed, stuck, superseded, waiting, held).', '# TYPE kurrent_boots_total counter'];
+    for (const [o, n] of this.bootsEnded) out.push(`kurrent_boots_total{outcome="${o}"} ${n}`);
+    out.push("# HELP kurrent_boot_stage_seconds Time from a boot's report to each later stage it reached, by stage.", '# TYPE kurrent_boot_stage_seconds histogram');
+    for (const [stage, st] of this.bootStages) {
+      let cum = 0;
+      STAGE_BUCKETS.forEach((b, i) => {
+        cum += st.buckets[i];
+        out.push(`kurrent_boot_stage_seconds_bucket{stage="${stage}",le="${b}"} ${cum}`);
+      });
+      out.push(`kurrent_boot_stage_seconds_bucket{stage="${stage}",le="+Inf"} ${st.count}`);
+      out.push(`kurrent_boot_stage_seconds_sum{stage="${stage}"} ${st.sum}`);
+      out.push(`kurrent_boot_stage_seconds_count{stage="${stage}"} ${st.count}`);
+    }
+    return out.join('\n') + '\n\n';
   }
 
   private renderHttp(): string {

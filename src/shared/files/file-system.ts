@@ -111,6 +111,26 @@ export class FileSystem {
   }
 
   /**
+   * Appends data without fdatasync: it survives a crash of the process (the kernel has it), not a
+   * power cut. For telemetry whose fsync would compete with the ledger's (boot events). On any
+   * failure the file is cut back to its previous length, as appendDurable does.
+   */
+  async appendBuffered(file: string, data: string): Promise<void> {
+    const fh = await fsp.open(file, 'a', 0o644);
+    let size = -1;
+    try {
+      size = (await fh.stat()).size;
+      await fh.write(data);
+    } catch (e) {
+      if (size >= 0) await fh.truncate(size).catch(() => undefined);
+      throw e;
+    } finally {
+      await fh.close();
+    }
+    this.fault(`append:${path.basename(file)}`);
+  }
+
+  /**
    * Appends data and makes it durable (fdatasync) before resolving. On any failure the file is
    * cut back to its previous length, so a later append never continues a partial line.
    */
