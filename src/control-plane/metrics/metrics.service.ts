@@ -21,6 +21,18 @@ interface RouteStats {
   count: number;
 }
 
+/** One observation into a histogram of fixed buckets (no allocation). */
+function countInto(st: RouteStats, buckets: number[], seconds: number): void {
+  st.sum += seconds;
+  st.count++;
+  for (let i = 0; i < buckets.length; i++) {
+    if (seconds <= buckets[i]) {
+      st.buckets[i]++;
+      return;
+    }
+  }
+}
+
 const STAGE_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -75,15 +87,7 @@ export class MetricsService implements OnModuleInit {
     this.sessions.onEnded((o) => this.bootsEnded.set(o, (this.bootsEnded.get(o) ?? 0) + 1));
     this.sessions.onStage((stage, seconds) => {
       const st = this.bootStages.get(stage);
-      if (!st) return;
-      st.sum += seconds;
-      st.count++;
-      for (let i = 0; i < STAGE_BUCKETS.length; i++) {
-        if (seconds <= STAGE_BUCKETS[i]) {
-          st.buckets[i]++;
-          break;
-        }
-      }
+      if (st) countInto(st, STAGE_BUCKETS, seconds);
     });
     this.audit.tap((e) => {
       this.operations.labels(e.op, e.status).inc();
@@ -99,14 +103,7 @@ export class MetricsService implements OnModuleInit {
     let st = byRoute.get(route);
     if (!st) byRoute.set(route, (st = { statuses: new Map(), buckets: new Float64Array(LATENCY_BUCKETS.length), sum: 0, count: 0 }));
     st.statuses.set(status, (st.statuses.get(status) ?? 0) + 1);
-    st.sum += seconds;
-    st.count++;
-    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
-      if (seconds <= LATENCY_BUCKETS[i]) {
-        st.buckets[i]++;
-        break;
-      }
-    }
+    countInto(st, LATENCY_BUCKETS, seconds);
   }
 
   async render(): Promise<{ contentType: string; body: string }> {

@@ -111,30 +111,23 @@ export class FileSystem {
   }
 
   /**
-   * Appends data without fdatasync: it survives a crash of the process (the kernel has it), not a
-   * power cut. For telemetry whose fsync would compete with the ledger's (boot events). On any
-   * failure the file is cut back to its previous length, as appendDurable does.
-   */
-  async appendBuffered(file: string, data: string): Promise<void> {
-    const fh = await fsp.open(file, 'a', 0o644);
-    let size = -1;
-    try {
-      size = (await fh.stat()).size;
-      await fh.write(data);
-    } catch (e) {
-      if (size >= 0) await fh.truncate(size).catch(() => undefined);
-      throw e;
-    } finally {
-      await fh.close();
-    }
-    this.fault(`append:${path.basename(file)}`);
-  }
-
-  /**
    * Appends data and makes it durable (fdatasync) before resolving. On any failure the file is
    * cut back to its previous length, so a later append never continues a partial line.
    */
-  async appendDurable(file: string, data: string | Buffer): Promise<void> {
+  appendDurable(file: string, data: string | Buffer): Promise<void> {
+    return this.append(file, data, true);
+  }
+
+  /**
+   * Appends data without fdatasync: it survives a crash of the process (the kernel has it), not a
+   * power cut. For telemetry whose fsync would compete with the ledger's (boot events). A failure
+   * cuts the file back as appendDurable does.
+   */
+  appendBuffered(file: string, data: string | Buffer): Promise<void> {
+    return this.append(file, data, false);
+  }
+
+  private async append(file: string, data: string | Buffer, sync: boolean): Promise<void> {
     const fh = await fsp.open(file, 'a', 0o644);
     let size = -1;
     try {
@@ -145,7 +138,7 @@ export class FileSystem {
         const { bytesWritten } = await fh.write(buf, off, buf.length - off);
         off += bytesWritten;
       }
-      await fh.datasync();
+      if (sync) await fh.datasync();
     } catch (e) {
       if (size >= 0) await fh.truncate(size).catch(() => undefined);
       throw e;
