@@ -86,6 +86,17 @@ describe('boot timeline: sessions assembled from stage events', () => {
     }
     expect(outcomeOf(t.current!, true, 9000, STUCK)).toBe('failed');
     expect(t.failedBoots(9000, 600_000, STUCK)).toHaveLength(0);
+    // Answered with a disk whose login was not seen (nvmet without debugfs): superseded, never counted.
+    // A boot that never got an answer (stopped at its report) counts.
+    for (let i = 9; i < 13; i++) {
+      t.apply(ev(i * 1000, 'report'));
+      t.apply(ev(i * 1000 + 1, 'vars', disk));
+    }
+    expect(outcomeOf(t.sessions[t.sessions.length - 2], false, 13_000, STUCK)).toBe('superseded');
+    expect(t.failedBoots(13_000, 600_000, STUCK)).toHaveLength(0);
+    t.apply(ev(14_000, 'report'));
+    t.apply(ev(15_000, 'report'));
+    expect(t.failedBoots(15_000, 600_000, STUCK)).toHaveLength(1);
   });
 });
 

@@ -253,7 +253,8 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     const last = failed[failed.length - 1];
     const reason = `${failed.length} boots in ${p.loop_window_minutes} min never reached the disk (last stopped at ${stoppedAt(last)}${last.failure ? `: ${last.failure.reason}` : ''})`;
     t.looping = { since: e.at, reason };
-    this.holdChanged(t.mac);
+    // Answers change only under a hold (keep-looping only marks): cached ones stay otherwise.
+    if (p.loop_action === 'hold') this.holdChanged(t.mac);
     if (!local) return;
     // Boots are unauthenticated requests: a storm of loops (a room whose disks are gone) is audited
     // within the same per-minute budget as other unauthenticated events, the rest counted as `dropped`.

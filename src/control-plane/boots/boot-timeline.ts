@@ -55,6 +55,18 @@ export function endedOutcome(s: BootSession, at: number, stuckMs: number): BootO
   return o === 'superseded' && at - s.last > stuckMs ? 'stuck' : o;
 }
 
+/**
+ * Whether a boot that did not reach its disk says anything about a loop: one whose answer could
+ * not boot it (a failure; not a denial: anyone can send unsigned requests for a MAC), or one that
+ * never got an answer at all (it stopped before /boot-vars). A boot answered with a disk whose login
+ * was not seen does not count: an agent that cannot show sessions (nvmet without debugfs), or a
+ * login between two polls, must never put a healthy seat on hold.
+ */
+export function countsTowardsLoop(s: BootSession): boolean {
+  if (s.failure) return s.failure.answer !== 'denied';
+  return !s.stages.some((m) => m.stage === 'vars');
+}
+
 /** The stage a session stopped at (its furthest), for failed, stuck and superseded sessions. */
 export function stoppedAt(s: BootSession): BootStage {
   return s.failure?.stage ?? s.stages.reduce((a, m) => (STAGE_ORDER[m.stage] > STAGE_ORDER[a] ? m.stage : a), s.stages[0].stage);
@@ -133,16 +145,15 @@ export class BootTimeline {
 
   /**
    * Boots since the release (and within `windowMs` of `now`) that ended without reaching the
-   * disk: failed, stuck or superseded. The session in progress counts once it has failed. A boot
-   * refused by signature enforcement does not count: anyone can send unsigned requests for a MAC,
-   * and they must not be able to put the real device on hold.
+   * disk (failed, stuck or superseded) and say something about a loop (countsTowardsLoop). The
+   * session in progress counts once it has failed.
    */
   failedBoots(now: number, windowMs: number, stuckMs: number): BootSession[] {
     const from = Math.max(now - windowMs, this.releasedAt);
     const out: BootSession[] = [];
     for (let i = 0; i < this.sessions.length; i++) {
       const s = this.sessions[i];
-      if (s.started < from || s.failure?.answer === 'denied') continue;
+      if (s.started < from || !countsTowardsLoop(s)) continue;
       const o = outcomeOf(s, i === this.sessions.length - 1, now, stuckMs);
       if (o === 'failed' || o === 'stuck' || o === 'superseded') out.push(s);
     }
