@@ -63,6 +63,8 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   private readonly awaiting = new Map<string, DiskWait>();
   /** The agent session that last counted as each device's disk login (a lingering one never counts twice). */
   private readonly lastLogin = new Map<string, string>();
+  /** Devices looping now (kept with the timelines: a ledger commit or a scrape never scans them all). */
+  private readonly loopers = new Set<string>();
 
   constructor(
     private readonly repo: BootEventRepository,
@@ -80,8 +82,9 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     this.store.onBootChange((c) => {
       if (c.full || !c.local) return;
       const workers = new Set(c.workers);
-      for (const t of this.timelines.values()) {
-        if (t.looping && (c.macs.includes(t.mac) || (t.current?.worker && workers.has(t.current.worker)))) void this.release(t.mac, 'ledger change');
+      for (const mac of [...this.loopers]) {
+        const worker = this.timelines.get(mac)?.current?.worker;
+        if (c.macs.includes(mac) || (worker && workers.has(worker))) void this.release(mac, 'ledger change');
       }
     });
     const now = this.clock.now().getTime();
@@ -195,9 +198,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
 
   /** MACs looping now. */
   loopingMacs(): string[] {
-    const out: string[] = [];
-    for (const t of this.timelines.values()) if (t.looping) out.push(t.mac);
-    return out.sort();
+    return [...this.loopers].sort();
   }
 
   private stuckMs(): number {
@@ -208,6 +209,13 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   private apply(e: BootEvent, local: boolean): boolean {
     let t = this.timelines.get(e.mac);
     if (!t) this.timelines.set(e.mac, (t = new BootTimeline(e.mac, SESSIONS_PER_DEVICE)));
+    const applied = this.applyTo(t, e, local);
+    if (t.looping) this.loopers.add(e.mac);
+    else this.loopers.delete(e.mac);
+    return applied;
+  }
+
+  private applyTo(t: BootTimeline, e: BootEvent, local: boolean): boolean {
     const before = t.current;
     const wasLooping = t.looping;
     const s = t.apply(e);
@@ -222,9 +230,8 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
         this.awaiting.set(e.mac, { mac: e.mac, ...(e.worker ? { worker: e.worker } : {}), target: e.detail.disk, agent: e.detail.agent, since: e.at });
       } else if (e.stage !== 'menu' && e.stage !== 'challenge') this.awaiting.delete(e.mac);
       if (before && before !== s) this.count(before, endedOutcome(before, e.at, stuckMs));
-      if (s.stages[s.stages.length - 1].at === e.at && s.stages[s.stages.length - 1].stage === e.stage) {
-        for (const fn of this.stageListeners) fn(e.stage as BootStage, (e.at - s.started) / 1000);
-      }
+      // The timeline returns a session only when it marked this stage on it.
+      for (const fn of this.stageListeners) fn(e.stage as BootStage, (e.at - s.started) / 1000);
       if (e.stage === 'disk' || e.stage === 'vars') {
         const o = outcomeOf(s, true, e.at, stuckMs);
         if (o !== 'in_progress') this.count(s, o);
