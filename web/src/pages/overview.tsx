@@ -1,7 +1,7 @@
 import { api, call, type Schemas } from '../api';
 import { bytes } from '../lib/format';
 import { Badge, ErrorBox } from '../ui/components';
-import { BootRow, ReleaseButton } from '../ui/boot-timeline';
+import { BootRow, outcomeKind, ReleaseButton } from '../ui/boot-timeline';
 import { useNow, useResource } from '../ui/hooks';
 
 type Boot = Schemas['BootSessionDto'];
@@ -91,7 +91,7 @@ export function OverviewPage() {
             {(['in_progress', 'booted', 'failed', 'stuck', 'waiting', 'held', 'superseded'] as const).map((o) =>
               byOutcome.get(o) ? (
                 <span key={o}>
-                  <Badge kind={o === 'booted' ? 'ok' : o === 'in_progress' || o === 'waiting' ? 'running' : o === 'superseded' ? 'idle' : 'failed'}>
+                  <Badge kind={outcomeKind(o)}>
                     {o.replace('_', ' ')} {byOutcome.get(o)}
                   </Badge>{' '}
                 </span>
