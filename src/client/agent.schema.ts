@@ -237,12 +237,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Disk space of DISK_DIR's filesystem and how many targets, masters and initiator logins this node
+         *     has now
+         * @description Disk space of DISK_DIR's filesystem and how many targets, masters and initiator logins this node
+         *     has now. Separate from /capabilities: those are fixed at start, and the control plane's cached
+         *     boot answers depend on them; usage changes with every disk.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         AgentHealthDto: {
             status: string;
+        };
+        AgentUsageDto: {
+            /** @description CD (ISO) targets. */
+            cd_targets: number;
+            /** @description Disk targets (iSCSI targets or NVMe subsystems) this node exports. */
+            disk_targets: number;
+            /** @description Bytes a non-root writer can still allocate there (what a sparse copy checks against). */
+            free_bytes: number;
+            /** @description Master images (`_tpl_` files) in DISK_DIR, as of the last background scan. */
+            masters: number;
+            /** @description Initiators logged in now; null where the backend cannot see logins (nvmet without debugfs). */
+            sessions: number | null;
+            /** @description Size of the filesystem of DISK_DIR, in bytes. */
+            total_bytes: number;
+            /** @description Bytes in use on it (by anything, not only Kurrent's images). */
+            used_bytes: number;
         };
         CapabilitiesDto: {
             /** @enum {string} */
@@ -1094,6 +1133,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InitiatorSessionsDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentUsageDto"];
                 };
             };
             /** @description Missing or invalid bearer token. */

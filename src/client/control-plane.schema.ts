@@ -260,6 +260,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A long-poll: answers at once when something changed after `cursor`, else at the first change
+         *     or after `wait` seconds
+         * @description A long-poll: answers at once when something changed after `cursor`, else at the first change
+         *     or after `wait` seconds. The web UI keeps one of these open instead of polling each page; a
+         *     script can follow the fleet the same way. Changes within 250 ms are answered together.
+         */
+        get: operations["waitForChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/devices": {
         parameters: {
             query?: never;
@@ -1090,6 +1113,9 @@ export interface components {
             iscsi_server: string;
             role: components["schemas"]["AgentRoleOutDto"];
             tags: string[];
+            /** @description live=true: disk space of DISK_DIR and the node's target, master and login counts (the agent's
+             *     GET /usage); null when the agent is not up or is older than that endpoint. */
+            usage?: components["schemas"]["AgentUsageDto"] | null;
         };
         AgentKernelFeaturesDto: {
             missing: string[];
@@ -1116,6 +1142,22 @@ export interface components {
         AgentRoleOutDto: {
             cd: boolean;
             disk: boolean;
+        };
+        AgentUsageDto: {
+            /** @description CD (ISO) targets. */
+            cd_targets: number;
+            /** @description Disk targets (iSCSI targets or NVMe subsystems) this node exports. */
+            disk_targets: number;
+            /** @description Bytes a non-root writer can still allocate there (what a sparse copy checks against). */
+            free_bytes: number;
+            /** @description Master images (`_tpl_` files) in DISK_DIR, as of the last background scan. */
+            masters: number;
+            /** @description Initiators logged in now; null where the backend cannot see logins (nvmet without debugfs). */
+            sessions: number | null;
+            /** @description Size of the filesystem of DISK_DIR, in bytes. */
+            total_bytes: number;
+            /** @description Bytes in use on it (by anything, not only Kurrent's images). */
+            used_bytes: number;
         };
         AutoRegisterDto: {
             /** @description Whether unknown MACs reporting through /devices/report enter the device pool. */
@@ -1436,6 +1478,18 @@ export interface components {
             expires_at: string;
             /** @description 32 random bytes as 64 hex digits; single use, bound to the MAC. */
             nonce: string;
+        };
+        ChangesDto: {
+            /** @description Pass it to the next call. */
+            cursor: string;
+            /** @description The cursor was absent or is not this control plane's (it restarted, or another one answered):
+             *     read everything again. `topics` then lists every topic. */
+            reset: boolean;
+            /** @description What changed, each naming the reads to do again: `ledger` (devices, workers, disks, bindings,
+             *     credentials), `audit` (GET /operations; masters and agents' disks change through audited
+             *     operations), `boots` (GET /boots, and boots turning stuck), `agents` (an agent went up or down,
+             *     or its capabilities changed), `settings`. Empty when the wait ran out. */
+            topics: ("ledger" | "audit" | "boots" | "agents" | "settings")[];
         };
         CreateAgentDto: {
             /** @example http://10.0.0.3:4840 */
@@ -3016,6 +3070,57 @@ export interface operations {
             };
             /** @description Not found. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    waitForChanges: {
+        parameters: {
+            query?: {
+                /** @description Seconds to wait for a change when none happened after the cursor (0-60, default 25). */
+                wait?: number;
+                /** @description The `cursor` of the previous answer; absent on the first call (answered at once with `reset`). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangesDto"];
+                };
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -6,6 +6,7 @@ import { StorageNodesModule } from './storage-nodes/storage-nodes.module';
 import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
 import { BootsModule } from './boots/boots.module';
+import { ChangesModule } from './changes/changes.module';
 import { CredentialsModule } from './credentials/credentials.module';
 import { ReconcilerModule } from './reconciler/reconciler.module';
 import { AuthGuard, BEARER_TOKEN, PUBLIC_HANDLERS } from '../shared/http/auth.guard';
@@ -53,6 +54,7 @@ export class AppModule {
         WorkersModule,
         BootModule,
         BootsModule,
+        ChangesModule,
         ReconcilerModule,
         MetricsModule,
       ],

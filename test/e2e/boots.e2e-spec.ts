@@ -179,4 +179,79 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
     t.app.get(Clock).now = () => new Date(now);
     expect(await boots('?limit=1000')).toEqual(before);
   });
+
+  // Last in this file: it stops the agent.
+  it('the change feed (GET /changes) wakes a long-poll for ledger, audit, settings and boots, and when the agent dies; agents show their usage', async () => {
+    t = await startApp({ IPXE_CP_DISK_WATCH_MS: '100', IPXE_CP_AGENT_PROBE_TIMEOUT_MS: '2000', IPXE_CP_AGENT_WATCH_MS: '200' });
+    const first = (await t.req('GET', '/changes')).body;
+    expect(first).toMatchObject({ reset: true, topics: ['ledger', 'audit', 'boots', 'agents', 'settings'] });
+    let cursor: string = first.cursor;
+    /** Topics seen until `want` is among them (the long-poll answers as soon as anything changed). */
+    const until = async (want: string, ms = 15_000): Promise<string[]> => {
+      const seen: string[] = [];
+      const end = Date.now() + ms;
+      while (!seen.includes(want) && Date.now() < end) {
+        const r = await t.req('GET', `/changes?cursor=${cursor}&wait=${Math.max(1, Math.ceil((end - Date.now()) / 1000))}`);
+        expect(r.status).toBe(200);
+        expect(r.body.reset).toBe(false);
+        cursor = r.body.cursor;
+        seen.push(...r.body.topics);
+      }
+      return seen;
+    };
+    // Nothing changed: wait=0 answers at once, with the same cursor.
+    const quiet = await t.req('GET', `/changes?cursor=${cursor}&wait=0`);
+    expect(quiet.body).toEqual({ cursor, topics: [], reset: false });
+    for (const q of ['wait=61', 'wait=-1', 'wait=x']) {
+      const r = await t.req('GET', `/changes?${q}`);
+      expect([q, r.status]).toEqual([q, 400]);
+      expect(r.body.message.toString()).toMatch(/wait/);
+    }
+
+    const polling = until('audit');
+    expect((await t.req('POST', '/agents', { id: 'a', base_url: `http://127.0.0.1:${AGENT_PORT}`, token: 'tok', iscsi_server: '127.0.0.1', role: { disk: true } })).status).toBe(201);
+    expect(await polling).toContain('audit');
+    expect(await until('agents')).toContain('agents'); // agents.yml's revision, then the watcher's first probe
+
+    const ledger = until('ledger');
+    await t.req('POST', '/devices', { mac: MAC });
+    await t.req('POST', '/workers', { worker_id: 'seat-05', mac: MAC });
+    expect(await ledger).toContain('ledger');
+    expect((await t.req('POST', '/workers/seat-05/luns/disk', { type: 'master', os: 'ubuntu', name: '_tpl_ubuntu_2204.img', disk_agent: 'a' })).status).toBe(201);
+    await t.req('PUT', '/workers/seat-05/default-os', { os: 'ubuntu' });
+
+    const settings = until('settings');
+    await t.req('PUT', '/settings/boot-policy', { stuck_after_seconds: 120 });
+    expect(await settings).toContain('settings');
+
+    const booting = until('boots');
+    await pub(`/devices/report?mac=${MAC}`);
+    await pub(`/boot-vars?mac=${MAC}`);
+    expect(await booting).toContain('boots');
+    // A boot that goes quiet turns stuck at read time; the feed says so when its deadline passes.
+    for (let i = 0, topics = ['first']; i < 20 && topics.length; i++) ({ cursor, topics } = (await t.req('GET', `/changes?cursor=${cursor}&wait=1`)).body);
+    const clock = t.app.get(Clock);
+    const later = Date.now() + 121_000;
+    clock.now = () => new Date(later);
+    expect(await until('boots')).toContain('boots');
+    expect((await boots(`?mac=${MAC}`))[0].outcome).toBe('stuck');
+
+    // Usage beside the live probe: the filesystem of DISK_DIR, one disk target, one master.
+    const [live] = (await t.req('GET', '/agents?live=true')).body;
+    expect(live.health).toBe('ok');
+    expect(live.usage).toMatchObject({ disk_targets: 1, cd_targets: 0, masters: 1 });
+    expect(live.usage.total_bytes).toBeGreaterThan(0);
+    expect(live.usage.used_bytes + live.usage.free_bytes).toBeLessThanOrEqual(live.usage.total_bytes);
+    expect(typeof live.usage.sessions).toBe('number');
+    expect((await t.req('GET', '/workers/seat-05')).body.boot_readiness.bootable).toBe(true);
+
+    // The agent dies: the watcher notices without anyone asking, readiness says so, the feed tells open pages.
+    const down = until('agents');
+    await agent.stop();
+    expect(await down).toContain('agents');
+    const w = (await t.req('GET', '/workers/seat-05')).body;
+    expect(w.boot_readiness.reasons.map((r: { code: string }) => r.code)).toContain('agent-down');
+    const [dead] = (await t.req('GET', '/agents?live=true')).body;
+    expect(dead).toMatchObject({ health: 'unreachable', usage: null });
+  });
 });

@@ -65,12 +65,12 @@ describe('web UI (Chromium)', () => {
       DISK_DIR: images,
       IPXE_AGENT_STATE_DIR: path.join(dir, 'agent-state'),
     });
-    t = await startApp({ IPXE_CP_TOKEN: TOKEN, IPXE_CP_RECONCILE_SECONDS: '0' }, { dir: path.join(dir, 'cp') });
+    t = await startApp({ IPXE_CP_TOKEN: TOKEN, IPXE_CP_RECONCILE_SECONDS: '0', IPXE_CP_AGENT_WATCH_MS: '1000' }, { dir: path.join(dir, 'cp') });
     const port = await freePort();
     await t.app.listen(port, '127.0.0.1');
     base = `http://127.0.0.1:${port}`;
     browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   });
 
   afterAll(async () => {
@@ -267,6 +267,7 @@ describe('web UI (Chromium)', () => {
     await page.getByLabel('why seats will not boot').getByText('boot-loop-hold').waitFor();
     await page.getByLabel('failed and stuck boots').getByText('the worker has no disk (answered menu-default reboot)').first().waitFor();
     await page.getByLabel('boots in the last hour').getByText('held 1').waitFor();
+    await page.getByLabel('agents overview').getByText(/used · .* free/).waitFor();
     await shot('overview');
     // The worker page says the same, with its own release button.
     await go('workers/ui-w5');
@@ -464,5 +465,26 @@ describe('web UI (Chromium)', () => {
     expect((await details.boundingBox())!.width).toBeGreaterThanOrEqual(200);
     await tablet.screenshot({ path: path.join(SCREENSHOT_DIR, 'operations-tablet.png') });
     await tablet.close();
+  });
+
+  // Last: it stops the agent.
+  it('pages update by themselves from the change feed: a worker made elsewhere appears after a /changes answer, a dead agent shows without Refresh', async () => {
+    await go('workers');
+    await page.getByRole('status', { name: 'live updates' }).getByText('Live', { exact: true }).waitFor();
+    // The read that shows the new worker follows a /changes answer that named the ledger: pushed, not a timer.
+    const told = page.waitForResponse(async (r) => r.url().includes('/changes?') && ((await r.json().catch(() => ({}))).topics ?? []).includes('ledger'), { timeout: 15_000 });
+    expect((await api('POST', '/workers', { worker_id: 'pushed-w' })).status).toBe(201);
+    await told;
+    await page.getByRole('link', { name: 'pushed-w' }).waitFor({ timeout: 15_000 });
+
+    // The overview shows each agent's disk use and targets (agent GET /usage), then its death.
+    await go('overview');
+    const card = page.getByLabel('agents overview');
+    await card.getByText(/used · .* free/).waitFor();
+    await card.getByText(/\d+ disks? · \d+ logged in/).waitFor();
+    expect(await card.locator('meter').count()).toBe(1);
+    await agent.stop();
+    await card.getByText('unreachable').waitFor({ timeout: 15_000 });
+    await page.getByLabel('seats').getByText('agent-down').waitFor({ timeout: 15_000 });
   });
 });

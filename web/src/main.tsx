@@ -2,6 +2,7 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, call, session, whenUnauthorized } from './api';
 import { DialogHost } from './ui/components';
+import { changeFeed, useFeedStatus } from './ui/changes';
 import { DevicesPage } from './pages/devices';
 import { WorkersPage } from './pages/workers';
 import { WorkerDetailPage } from './pages/worker-detail';
@@ -82,6 +83,18 @@ function App() {
       </main>
     );
   const [page, ...rest] = route;
+  return <Shell page={page} rest={rest} signOut={() => setAuth('needed')} />;
+}
+
+const FEED_TEXT = { connecting: 'Connecting live updates…', live: 'Live', lost: 'Live updates lost: retrying (pages show what they last read)' } as const;
+
+/** The signed-in UI: the change feed runs while it is shown. */
+function Shell({ page, rest, signOut }: { page: string; rest: string[]; signOut: () => void }) {
+  useEffect(() => {
+    changeFeed.start();
+    return () => changeFeed.stop();
+  }, []);
+  const feed = useFeedStatus();
   return (
     <div class="shell">
       <nav class="side" aria-label="main">
@@ -94,6 +107,9 @@ function App() {
           </a>
         ))}
         <span class="grow" />
+        <span class={`feed feed-${feed}`} role="status" aria-label="live updates">
+          {FEED_TEXT[feed]}
+        </span>
         <a href="/docs" target="_blank" rel="noreferrer">
           API docs
         </a>
@@ -103,7 +119,7 @@ function App() {
             class="link"
             onClick={() => {
               session.token = '';
-              setAuth('needed');
+              signOut();
             }}
           >
             Sign out

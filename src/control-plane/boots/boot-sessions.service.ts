@@ -65,6 +65,9 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   private readonly lastLogin = new Map<string, string>();
   /** Devices looping now (kept with the timelines: a ledger commit or a scrape never scans them all). */
   private readonly loopers = new Set<string>();
+  /** When each boot in progress would turn stuck if nothing more came (the change feed hears of it then). */
+  private readonly deadlines = new Map<string, number>();
+  private readonly changeListeners: (() => void)[] = [];
 
   constructor(
     private readonly repo: BootEventRepository,
@@ -112,6 +115,14 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   /** Called with the outcome of each boot this control plane saw end (once per boot). */
   onEnded(fn: (outcome: BootOutcome) => void): void {
     this.endListeners.push(fn);
+  }
+
+  /**
+   * Called at most once per flush (every 500 ms) when boots changed: events written or read from
+   * other control planes, or a boot in progress passed stuck_after_seconds without a next stage.
+   */
+  onChanged(fn: () => void): void {
+    this.changeListeners.push(fn);
   }
 
   /** The boot path saw a stage of a known device. */
@@ -210,6 +221,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     let t = this.timelines.get(e.mac);
     if (!t) this.timelines.set(e.mac, (t = new BootTimeline(e.mac, SESSIONS_PER_DEVICE)));
     const applied = this.applyTo(t, e, local);
+    if (applied) this.deadlines.set(e.mac, e.at + this.stuckMs());
     if (t.looping) this.loopers.add(e.mac);
     else this.loopers.delete(e.mac);
     return applied;
@@ -287,6 +299,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   private async doFlush(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
+    let changed = batch.length > 0 || this.passedDeadlines();
     try {
       await this.repo.append(batch);
     } catch (e) {
@@ -300,7 +313,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       this.dropped = 0;
     }
     try {
-      for (const e of await this.repo.pull()) this.apply(e, false);
+      for (const e of await this.repo.pull()) changed = this.apply(e, false) || changed;
       const now = this.clock.now().getTime();
       if (now - this.lastPrune > 3600_000) {
         this.lastPrune = now;
@@ -309,5 +322,18 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     } catch (e) {
       this.log.warn(`boot events of other control planes not read: ${(e as Error).message}`);
     }
+    if (changed) for (const fn of this.changeListeners) fn();
+  }
+
+  /** Forgets the deadlines that passed; true when any did (a boot may have turned stuck). */
+  private passedDeadlines(): boolean {
+    const now = this.clock.now().getTime();
+    let passed = false;
+    for (const [mac, at] of this.deadlines) {
+      if (at > now) continue;
+      this.deadlines.delete(mac);
+      passed = true;
+    }
+    return passed;
   }
 }

@@ -90,6 +90,11 @@ export class AppConfig {
   agentProbeTimeoutMs!: number;
   /** How often the agents of boots waiting for their disk login are asked who is logged in (IPXE_CP_DISK_WATCH_MS). */
   diskWatchMs!: number;
+  /**
+   * How often every enabled agent is probed in the background (IPXE_CP_AGENT_WATCH_MS; 0 = never):
+   * readiness and the change feed learn that an agent went down without anyone opening a page.
+   */
+  agentWatchMs!: number;
   /** Host NQNs of workers are `<hostNqnBase>:host.<worker_id>` (IPXE_CP_HOST_NQN_BASE). */
   hostNqnBase!: string;
   /** Reconciler period in seconds (IPXE_CP_RECONCILE_SECONDS); 0 = only POST /reconcile. Also the backoff base. */
@@ -193,6 +198,8 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
   c.diskWatchMs = int(env, 'IPXE_CP_DISK_WATCH_MS', 2000, 100, 60_000);
+  c.agentWatchMs = int(env, 'IPXE_CP_AGENT_WATCH_MS', 10_000, 0, 3_600_000);
+  if (c.agentWatchMs > 0 && c.agentWatchMs < 200) throw new ConfigError(`IPXE_CP_AGENT_WATCH_MS must be 0 (off) or at least 200, got ${c.agentWatchMs}`);
   c.hostNqnBase = (env.IPXE_CP_HOST_NQN_BASE || 'nqn.2026-07.com.controller').trim();
   if (!BASE_NQN.test(c.hostNqnBase) || c.hostNqnBase.length > 150) {
     throw new ConfigError(`IPXE_CP_HOST_NQN_BASE must look like nqn.2026-07.com.example, got ${JSON.stringify(c.hostNqnBase)}`);

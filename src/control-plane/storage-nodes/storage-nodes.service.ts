@@ -3,6 +3,7 @@ import { ApiError, badRequest, conflict, notFound } from '../../shared/http/api-
 import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
+import type { AgentUsageDto } from '../../shared/agent-contract/capabilities.dto';
 import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, MasterDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, StorageNodeRegistry, BASE_URL_RULE, normalizeBaseUrl } from './storage-node-registry';
@@ -75,12 +76,15 @@ export class StorageNodesService implements OnApplicationBootstrap {
     return Promise.all(
       agents.map(async (a) => {
         if (!a.enabled) return { ...this.view(a), health: 'disabled', capabilities: null };
+        // Usage beside the probe, not inside it: an agent older than GET /usage is still up.
+        const usage = this.gateway.call<AgentUsageDto>(a, 'GET', '/usage', { timeoutMs: this.config.agentProbeTimeoutMs }).catch(() => null);
         try {
           const caps = await this.capabilities(a);
-          return { ...this.view(a), health: 'ok', capabilities: caps };
+          return { ...this.view(a), health: 'ok', capabilities: caps, usage: await usage };
         } catch (e) {
           const unreachable = !(e instanceof AgentHttpError);
-          return { ...this.view(a), health: unreachable ? 'unreachable' : 'error', capabilities: null, error: (e as Error).message };
+          await usage;
+          return { ...this.view(a), health: unreachable ? 'unreachable' : 'error', capabilities: null, usage: null, error: (e as Error).message };
         }
       }),
     );

@@ -59,3 +59,28 @@ export class KernelFeaturesDto {
 export class AgentHealthDto {
   status!: string;
 }
+
+/** GET /usage: what the storage node holds now (the control plane's overview shows it per agent). */
+export class AgentUsageDto {
+  /** Size of the filesystem of DISK_DIR, in bytes. */
+  @ApiProperty({ type: 'integer' })
+  total_bytes!: number;
+  /** Bytes in use on it (by anything, not only Kurrent's images). */
+  @ApiProperty({ type: 'integer' })
+  used_bytes!: number;
+  /** Bytes a non-root writer can still allocate there (what a sparse copy checks against). */
+  @ApiProperty({ type: 'integer' })
+  free_bytes!: number;
+  /** Disk targets (iSCSI targets or NVMe subsystems) this node exports. */
+  @ApiProperty({ type: 'integer' })
+  disk_targets!: number;
+  /** CD (ISO) targets. */
+  @ApiProperty({ type: 'integer' })
+  cd_targets!: number;
+  /** Master images (`_tpl_` files) in DISK_DIR, as of the last background scan. */
+  @ApiProperty({ type: 'integer' })
+  masters!: number;
+  /** Initiators logged in now; null where the backend cannot see logins (nvmet without debugfs). */
+  @ApiProperty({ type: 'integer', nullable: true })
+  sessions!: number | null;
+}

@@ -8,6 +8,7 @@ const TAGS: Record<string, string> = {
   agents: 'Storage nodes (agents): registry, live capabilities, their targets and masters.',
   boot: 'The boot path workers call from iPXE: boot variables, the boot menu, the iPXE scripts.',
   boots: 'Boot sessions: every boot of every device stage by stage, stuck boots, boot loops and their holds.',
+  changes: 'A long-poll that says what changed (devices and workers, audit, boots, agents, settings): what to read again.',
   credentials: 'Per-worker storage credentials (DH-HMAC-CHAP, TLS PSK, iSCSI CHAP) and their pushes.',
   devices: 'Devices (machines by MAC): registration, reports, the identity chain, binding to workers.',
   health: 'Liveness and readiness.',

@@ -49,6 +49,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   Boots_list: 'listBoots',
   Boots_osUp: 'reportOsUp',
   Boots_release: 'releaseBootHold',
+  Changes_next: 'waitForChanges',
   Workers_list: 'listWorkers',
   Workers_create: 'createWorker',
   Workers_createBatch: 'createWorkersBatch',
@@ -69,6 +70,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   // storage agent
   System_health: 'getHealth',
   System_capabilities: 'getCapabilities',
+  System_usage: 'getUsage',
   Luns_list: 'listLuns',
   Luns_createDisk: 'createLunDisk',
   Luns_createCd: 'createLunCd',

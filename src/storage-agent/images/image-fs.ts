@@ -82,6 +82,12 @@ export class ImageFs {
     return st.bavail * st.bsize;
   }
 
+  /** Size, use and room of the directory's filesystem (statfs), in bytes. */
+  async space(): Promise<{ total: number; used: number; free: number }> {
+    const st = await fsp.statfs(this.dir);
+    return { total: st.blocks * st.bsize, used: (st.blocks - st.bfree) * st.bsize, free: st.bavail * st.bsize };
+  }
+
   /**
    * Builds an image under a dot-name and links it to `name` only once it is complete (link fails
    * with EEXIST, so nothing is overwritten). Whatever fails, the partial file is removed, so no

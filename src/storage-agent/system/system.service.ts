@@ -2,7 +2,8 @@ import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { AgentConfig } from '../agent-config';
 import { TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
-import type { CapabilitiesDto } from '../../shared/agent-contract/capabilities.dto';
+import { MastersService } from '../images/masters.service';
+import type { AgentUsageDto, CapabilitiesDto } from '../../shared/agent-contract/capabilities.dto';
 
 /** Honest capabilities: the reflink probe and the filesystem type are measured at start. */
 @Injectable()
@@ -15,6 +16,7 @@ export class SystemService implements OnModuleInit {
     private readonly config: AgentConfig,
     @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
     private readonly images: ImageFs,
+    private readonly masters: MastersService,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -46,6 +48,21 @@ export class SystemService implements OnModuleInit {
       ...this.caps,
       nvme_tls: nvme ? this.config.nvmeTls && !k.missing.length && k.nvmet_tls !== false : null,
       kernel: { ...k, reflink: this.reflink },
+    };
+  }
+
+  /** GET /usage: the filesystem's numbers and the targets, masters and logins of this node now. */
+  async usage(): Promise<AgentUsageDto> {
+    const [space, targets, sessions] = await Promise.all([this.images.space(), this.backend.list(), this.backend.sessions()]);
+    const cds = targets.filter((t) => t.cd).length;
+    return {
+      total_bytes: space.total,
+      used_bytes: space.used,
+      free_bytes: space.free,
+      disk_targets: targets.length - cds,
+      cd_targets: cds,
+      masters: this.masters.list().length,
+      sessions: sessions === null ? null : sessions.length,
     };
   }
 }

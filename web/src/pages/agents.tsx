@@ -3,10 +3,11 @@ import { api, call, type Agent, type Schemas } from '../api';
 import { bytes } from '../lib/format';
 import { Badge, confirmAction, ErrorBox, Field, notify, Panel } from '../ui/components';
 import { useAction, useResource } from '../ui/hooks';
+import { AgentUsage } from '../ui/agent-usage';
 
 export function AgentsPage() {
-  const agents = useResource(() => call(api.GET('/agents', { params: { query: { live: true } } })), [], 10_000);
-  const masters = useResource(() => call(api.GET('/masters')), [], 30_000);
+  const agents = useResource(() => call(api.GET('/agents', { params: { query: { live: true } } })), [], ['agents', 'audit'], 3000);
+  const masters = useResource(() => call(api.GET('/masters')), [], ['agents', 'audit'], 3000);
   const [adding, setAdding] = useState(false);
   const [open, setOpen] = useState<string | null>(null);
   const [editing, setEditing] = useState<string | null>(null);
@@ -67,6 +68,8 @@ export function AgentsPage() {
                 <td>
                   {a.capabilities ? `${a.capabilities.backend} · ${a.capabilities.transport ?? 'iscsi'} · ${a.capabilities.fs_type} · clone ${a.capabilities.clone}` : '—'}
                   {a.capabilities?.nvme_port ? ` · nvme ${a.capabilities.nvme_port}${a.capabilities.nvme_tls ? ' tls' : ''}` : ''}
+                  {a.usage && <br />}
+                  <AgentUsage usage={a.usage} />
                 </td>
                 <td>{a.iscsi_server}</td>
                 <td>{[a.role.disk && 'disk', a.role.cd && 'cd'].filter(Boolean).join(', ')}</td>
@@ -122,7 +125,7 @@ function editable(a: Agent): Schemas['UpdateAgentDto'] {
 }
 
 function AgentDetail({ agent, masters }: { agent: Agent; masters: Schemas['AgentMastersDto'] | undefined }) {
-  const luns = useResource(() => call(api.GET('/agents/{agent_id}/luns', { params: { path: { agent_id: agent.id } } })), [agent.id]);
+  const luns = useResource(() => call(api.GET('/agents/{agent_id}/luns', { params: { path: { agent_id: agent.id } } })), [agent.id], ['audit']);
   return (
     <div class="cols">
       <div>

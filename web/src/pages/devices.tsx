@@ -11,7 +11,7 @@ import { useAction, useNow, useResource } from '../ui/hooks';
 type Dialog = null | 'register' | 'import' | 'batch';
 
 export function DevicesPage() {
-  const devices = useResource(() => call(api.GET('/devices', {})), [], 10_000);
+  const devices = useResource(() => call(api.GET('/devices', {})), [], ['ledger', 'audit', 'boots'], 3000);
   const [state, setState] = useState('');
   const [key, setKey] = useState<'' | 'claimed' | 'none'>('');
   const [q, setQ] = useState('');
@@ -203,10 +203,10 @@ function DeviceDetail({ d, now, onClose, onChange }: { d: Device; now: number; o
 
 /** Registration window, auto-register and signature enforcement: how new devices get in. */
 function Admission({ onChange }: { onChange: () => void }) {
-  const win = useResource(() => call(api.GET('/devices/registration-window')), [], 5000);
-  const auto = useResource(() => call(api.GET('/settings/auto-register')), []);
-  const enf = useResource(() => call(api.GET('/settings/signature-enforcement')), [], 5000);
-  const adm = useResource(() => call(api.GET('/settings/admission')), [], 5000);
+  const win = useResource(() => call(api.GET('/devices/registration-window')), [], ['settings', 'ledger', 'audit']);
+  const auto = useResource(() => call(api.GET('/settings/auto-register')), [], ['settings']);
+  const enf = useResource(() => call(api.GET('/settings/signature-enforcement')), [], ['settings', 'ledger']);
+  const adm = useResource(() => call(api.GET('/settings/admission')), [], ['settings', 'ledger', 'audit']);
   const now = useNow(1000);
   const act = useAction();
   const [ttl, setTtl] = useState('10');

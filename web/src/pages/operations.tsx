@@ -3,11 +3,12 @@ import { api, call, type AuditEntry } from '../api';
 import { relativeTime } from '../lib/format';
 import { Badge, ErrorBox, Field } from '../ui/components';
 import { useNow } from '../ui/hooks';
+import { changeFeed } from '../ui/changes';
 
 const FIXED = new Set(['id', 'ts', 'op', 'status', 'client', 'mac', 'worker_id', 'agent']);
 const KEEP = 1000;
 
-/** The audit log: server-side filters, the last 200 matches, then a live tail (since=cursor every 2 s). */
+/** The audit log: server-side filters, the last 200 matches, then a live tail (since=cursor whenever the change feed says the audit grew). */
 export function OperationsPage() {
   const [filters, setFilters] = useState({ op: '', worker_id: '', mac: '', agent: '' });
   const [applied, setApplied] = useState(filters);
@@ -15,17 +16,21 @@ export function OperationsPage() {
   const [error, setError] = useState<Error>();
   const [live, setLive] = useState(true);
   const cursor = useRef(0);
+  /** The first page is in: the tail reads on from its cursor, never before it. */
+  const ready = useRef(false);
   const now = useNow(5000);
   const query = () => Object.fromEntries(Object.entries(applied).filter(([, v]) => v.trim() !== '').map(([k, v]) => [k, v.trim()]));
   useEffect(() => {
     let stop = false;
     cursor.current = 0;
+    ready.current = false;
     setEntries([]);
     const first = async () => {
       try {
         const page = await call(api.GET('/operations', { params: { query: { ...query(), tail: 200 } } }));
         if (stop) return;
         cursor.current = page.next_cursor;
+        ready.current = true;
         setEntries((page.entries as AuditEntry[]).slice().reverse());
         setError(undefined);
       } catch (e) {
@@ -39,8 +44,16 @@ export function OperationsPage() {
   }, [applied]);
   useEffect(() => {
     if (!live) return;
-    const t = setInterval(async () => {
-      if (document.visibilityState === 'hidden') return;
+    // One tail read at a time; a change during it reads again after it (cursor-based: nothing twice).
+    let busy = false;
+    let again = false;
+    const tail = async () => {
+      if (!ready.current) return;
+      if (busy) {
+        again = true;
+        return;
+      }
+      busy = true;
       try {
         const page = await call(api.GET('/operations', { params: { query: { ...query(), since: cursor.current, limit: 500 } } }));
         if (page.entries.length) {
@@ -50,9 +63,17 @@ export function OperationsPage() {
         setError(undefined);
       } catch (e) {
         setError(e as Error);
+      } finally {
+        busy = false;
       }
-    }, 2000);
-    return () => clearInterval(t);
+      if (again) {
+        again = false;
+        void tail();
+      }
+    };
+    void tail(); // catch up when live is switched back on
+    // Another control plane's entries arrive with its ledger changes.
+    return changeFeed.subscribe(['audit', 'ledger'], () => void tail());
   }, [live, applied]);
   return (
     <div class="page">

@@ -3,6 +3,7 @@ import { bytes } from '../lib/format';
 import { Badge, ErrorBox } from '../ui/components';
 import { BootRow, outcomeKind, ReleaseButton } from '../ui/boot-timeline';
 import { useNow, useResource } from '../ui/hooks';
+import { AgentUsage } from '../ui/agent-usage';
 
 type Boot = Schemas['BootSessionDto'];
 
@@ -16,15 +17,15 @@ function countBy<T>(list: T[], key: (x: T) => string): [string, number][] {
 /**
  * What an operator looks at first when the room powers on: which seats will boot and why not,
  * the boots of the last hour (in progress, failed, stuck, looping, with release), the agents,
- * the masters and how new machines get in. Live: refreshed every few seconds.
+ * the masters and how new machines get in. Live: each part reads again when the change feed says its topic changed.
  */
 export function OverviewPage() {
   const now = useNow(5000);
-  const workers = useResource(() => call(api.GET('/workers')), [], 5000);
-  const boots = useResource(() => call(api.GET('/boots', { params: { query: { since: new Date(Date.now() - 3600_000).toISOString(), limit: 1000 } } })), [], 3000);
-  const agents = useResource(() => call(api.GET('/agents', { params: { query: { live: true } } })), [], 10_000);
-  const masters = useResource(() => call(api.GET('/masters')), [], 30_000);
-  const admission = useResource(() => call(api.GET('/settings/admission')), [], 10_000);
+  const workers = useResource(() => call(api.GET('/workers')), [], ['ledger', 'agents', 'settings', 'boots'], 2000);
+  const boots = useResource(() => call(api.GET('/boots', { params: { query: { since: new Date(Date.now() - 3600_000).toISOString(), limit: 1000 } } })), [], ['boots']);
+  const agents = useResource(() => call(api.GET('/agents', { params: { query: { live: true } } })), [], ['agents', 'audit'], 3000);
+  const masters = useResource(() => call(api.GET('/masters')), [], ['agents', 'audit'], 3000);
+  const admission = useResource(() => call(api.GET('/settings/admission')), [], ['settings', 'ledger', 'audit']);
 
   const ws = workers.data ?? [];
   const notBootable = ws.filter((w) => !w.boot_readiness.bootable);
@@ -54,14 +55,14 @@ export function OverviewPage() {
     <div class="page">
       <header class="page-head">
         <h1>Overview</h1>
-        <span class="muted">live: boots every 3 s, the rest every 5-30 s</span>
+        <span class="muted">updates itself as the control plane reports changes</span>
       </header>
       <ErrorBox error={workers.error ?? boots.error} />
       <div class="overview">
         <section class="card" aria-label="seats">
           <h3>Seats</h3>
           <p class="figure">
-            {ws.length - notBootable.length} / {ws.length}
+            {workers.data ? `${ws.length - notBootable.length} / ${ws.length}` : '…'}
           </p>
           <p class="muted">workers that boot their default disk now</p>
           {reasons.length > 0 && (
@@ -118,7 +119,7 @@ export function OverviewPage() {
         <section class="card" aria-label="agents overview">
           <h3>Agents</h3>
           <p class="figure">
-            {up.length} / {agentList.length}
+            {agents.data ? `${up.length} / ${agentList.length}` : '…'}
           </p>
           <p class="muted">answering their probe</p>
           <ul class="plain-list">
@@ -126,6 +127,8 @@ export function OverviewPage() {
               <li key={a.id}>
                 <strong>{a.id}</strong> <Badge kind={a.health === 'ok' ? 'ok' : a.health === 'disabled' ? 'disabled' : 'failed'}>{a.health ?? 'unknown'}</Badge>{' '}
                 <span class="muted">{a.capabilities?.backend ?? ''}</span>
+                <br />
+                <AgentUsage usage={a.usage} />
               </li>
             ))}
           </ul>

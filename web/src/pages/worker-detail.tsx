@@ -11,7 +11,7 @@ import { bootBody, defaultBoot } from './workers';
 type Os = (typeof OS_NAMES)[number];
 
 export function WorkerDetailPage({ id }: { id: string }) {
-  const w = useResource(() => call(api.GET('/workers/{worker_id}', { params: { path: { worker_id: id } } })), [id]);
+  const w = useResource(() => call(api.GET('/workers/{worker_id}', { params: { path: { worker_id: id } } })), [id], ['ledger', 'agents', 'settings', 'boots']);
   const reload = () => void w.reload();
   if (w.error && !w.data)
     return (
@@ -309,7 +309,7 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
 }
 
 function LiveStatus({ id }: { id: string }) {
-  const st = useResource(() => call(api.GET('/workers/{worker_id}/status', { params: { path: { worker_id: id } } })), [id], 5000);
+  const st = useResource(() => call(api.GET('/workers/{worker_id}/status', { params: { path: { worker_id: id } } })), [id], ['ledger', 'agents', 'audit']);
   const rows = st.data ? statusRows(st.data.worker as never, st.data.actual as never) : [];
   const bad = rows.filter((r) => !r.ok).length;
   return (
@@ -351,7 +351,7 @@ function CredentialCard({ id, hasNvme }: { id: string; hasNvme: boolean }) {
       if (e instanceof ApiFailure && e.status === 404) return null;
       throw e;
     }
-  }, [id], 10_000);
+  }, [id], ['ledger', 'audit']);
   const c = cred.data;
   const issue = async (rotate: boolean) => {
     if (rotate && !(await confirmAction('Rotate the storage credential?', 'A new DH-HMAC-CHAP secret, TLS PSK and iSCSI CHAP secret (LIO disks) are issued and pushed to the agents; the worker picks them up at its next boot.', { confirm: 'Rotate' }))) return;

@@ -11,7 +11,7 @@ export function defaultBoot(w: Worker): string {
 }
 
 export function WorkersPage() {
-  const workers = useResource(() => call(api.GET('/workers')), [], 10_000);
+  const workers = useResource(() => call(api.GET('/workers')), [], ['ledger', 'agents', 'settings', 'boots'], 2000);
   const [q, setQ] = useState('');
   const [readiness, setReadiness] = useState('');
   const [form, setForm] = useState<null | 'one' | 'batch'>(null);

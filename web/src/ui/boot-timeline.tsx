@@ -79,7 +79,7 @@ export function BootTimeline({ mac, workerId, onChange }: { mac?: string | null;
   const boots = useResource(
     () => call(api.GET('/boots', { params: { query: { ...(mac ? { mac } : { worker_id: workerId }), limit: 10 } } })),
     [mac, workerId],
-    3000,
+    ['boots'],
   );
   const items = boots.data?.items ?? [];
   const looping = items.find((b) => b.looping);

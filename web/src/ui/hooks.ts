@@ -1,4 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { changeFeed, type Topic } from './changes';
 
 export interface Resource<T> {
   data: T | undefined;
@@ -8,10 +9,12 @@ export interface Resource<T> {
 }
 
 /**
- * Loads `load()` on mount and when deps change, again every `pollMs` when given (live views);
- * a slow answer never overwrites a newer one.
+ * Loads `load()` on mount and when deps change, and again whenever the change feed says one of
+ * `topics` changed (live views): at most one read in flight, the next one after it and no sooner
+ * than `minGapMs` after the last (a boot storm wakes a page every 250 ms); a slow answer never
+ * overwrites a newer one.
  */
-export function useResource<T>(load: () => Promise<T>, deps: unknown[], pollMs = 0): Resource<T> {
+export function useResource<T>(load: () => Promise<T>, deps: unknown[], topics: readonly Topic[] = [], minGapMs = 1000): Resource<T> {
   const [data, setData] = useState<T>();
   const [error, setError] = useState<Error>();
   const [loading, setLoading] = useState(true);
@@ -32,14 +35,45 @@ export function useResource<T>(load: () => Promise<T>, deps: unknown[], pollMs =
     }
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, deps);
+  const key = topics.join(',');
   useEffect(() => {
-    void reload();
-    if (!pollMs) return;
-    const t = setInterval(() => {
-      if (document.visibilityState !== 'hidden') void reload();
-    }, pollMs);
-    return () => clearInterval(t);
-  }, [reload, pollMs]);
+    if (!topics.length) {
+      void reload();
+      return;
+    }
+    let busy = false;
+    let again = false;
+    let last = 0;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    let alive = true;
+    const run = async () => {
+      timer = null;
+      busy = true;
+      last = Date.now();
+      await reload();
+      busy = false;
+      if (again && alive) {
+        again = false;
+        changed();
+      }
+    };
+    const changed = () => {
+      if (busy) {
+        again = true;
+        return;
+      }
+      if (timer) return;
+      timer = setTimeout(() => void run(), Math.max(0, last + minGapMs - Date.now()));
+    };
+    void run(); // the first read counts as in flight: a change meanwhile reads again after it
+    const off = changeFeed.subscribe(topics, changed);
+    return () => {
+      alive = false;
+      off();
+      if (timer) clearTimeout(timer);
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [reload, key, minGapMs]);
   return { data, error, loading, reload };
 }
 

@@ -3,6 +3,7 @@ import { Type } from 'class-transformer';
 import { ArrayMaxSize, IsArray, IsBoolean, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
 import { ADDRESS_PATTERN, BASE_URL_PATTERN } from '../../../shared/grammars';
 import { BASE_URL_RULE } from '../storage-node-registry';
+import { AgentUsageDto } from '../../../shared/agent-contract/capabilities.dto';
 import { IsAddress, IsAgentName, IsToken, QueryBool } from '../../../shared/validators';
 
 export class AgentRoleDto {
@@ -132,6 +133,11 @@ export class AgentDto {
   @ApiProperty({ required: false, enum: ['ok', 'unreachable', 'error', 'disabled'] })
   health?: string;
   capabilities?: AgentCapabilitiesDto | null;
+  /**
+   * live=true: disk space of DISK_DIR and the node's target, master and login counts (the agent's
+   * GET /usage); null when the agent is not up or is older than that endpoint.
+   */
+  usage?: AgentUsageDto | null;
   /** live=true: why the probe failed. */
   error?: string;
 }
