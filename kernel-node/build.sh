@@ -24,33 +24,8 @@ MODULES=(crc32c_generic crc32c-intel virtio_pci virtio_net virtio_blk 9pnet_virt
   # kTLS ciphers of the TLS 1.3 suites tlshd negotiates (the kernel does the record layer).
   gcm ghash-generic aesni-intel ccm chacha20poly1305 seqiv)
 
-# The .deb of PKG, downloaded once (file name carries the version).
-fetch() {
-  local pkg=$1 ver deb
-  ver=$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ {print $2}')
-  if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
-    # apt-cache knows nothing before `apt-get update` on a fresh machine.
-    apt-get update -qq >/dev/null 2>&1 || true
-    ver=$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ {print $2}')
-  fi
-  [ -n "$ver" ] && [ "$ver" != "(none)" ] || { echo "build:kernel-node: Debian has no package $pkg" >&2; exit 2; }
-  deb=$(ls "$cache/${pkg}_${ver//:/%3a}_"*.deb 2>/dev/null | head -1 || true)
-  if [ -z "$deb" ]; then
-    (cd "$cache" && apt-get download -qq "$pkg=$ver" >/dev/null 2>&1) || { echo "build:kernel-node: apt-get download $pkg=$ver failed" >&2; exit 2; }
-    deb=$(ls "$cache/${pkg}_${ver//:/%3a}_"*.deb | head -1)
-  fi
-  echo "$deb"
-}
-
-kernel_package() {
-  case "$1" in
-    6.12) echo linux-image-6.12.117+deb12-amd64 ;;
-    # Debian 12's default kernel, whatever its ABI number is today.
-    6.1) apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-6\.1/ {print $2; exit}' ;;
-    linux-image-*) echo "$1" ;;
-    *) echo "build:kernel-node: unknown kernel $1 (6.12, 6.1 or a linux-image-* package)" >&2; exit 2 ;;
-  esac
-}
+# fetch, kernel_package, collect_modules
+source "$root/kernel-node/lib.sh"
 
 build_tlshd() {
   local tarball=$root/vendor/ktls-utils-1.4.0.tar.xz dir=$out/tlshd inputs
@@ -75,7 +50,7 @@ build_kernel() {
   kver=${pkg#linux-image-}
   kver=${kver%-unsigned}
   dir=$out/$1
-  inputs=$( { sha256sum "$kdeb" "$bdeb" "$0" "$root/kernel-node/init" | cut -d' ' -f1; echo "${MODULES[*]}"; } | sha256sum | cut -d' ' -f1)
+  inputs=$( { sha256sum "$kdeb" "$bdeb" "$0" "$root/kernel-node/lib.sh" "$root/kernel-node/init" | cut -d' ' -f1; echo "${MODULES[*]}"; } | sha256sum | cut -d' ' -f1)
   if [ -f "$dir/initramfs.gz" ] && [ "$(cat "$dir/inputs.sha256" 2>/dev/null)" = "$inputs" ]; then
     echo "build:kernel-node: $1 up to date ($dir, kernel $kver)"
     return
@@ -91,33 +66,7 @@ build_kernel() {
   cp "$work/bb/bin/busybox" "$work/rd/bin/busybox"
   cp "$root/kernel-node/init" "$work/rd/init"
   chmod 755 "$work/rd/init"
-  # Decompress every module once (busybox insmod reads plain .ko) and index names -> paths.
-  find "$mods" -name '*.ko*' > "$work/all"
-  declare -A path=()
-  while read -r f; do
-    local n; n=$(basename "$f"); n=${n%%.ko*}
-    path[${n//-/_}]=$f
-  done < "$work/all"
-  # Depth-first over depends= so every module comes after what it needs.
-  declare -A seen=()
-  : > "$work/rd/modules.order"
-  add() {
-    local n=${1//-/_} f deps d
-    [ -n "${seen[$n]:-}" ] && return
-    seen[$n]=1
-    f=${path[$n]:-}
-    # Built into this kernel (or not there at all: the init reports a missing feature itself).
-    [ -n "$f" ] || return 0
-    case "$f" in
-      *.xz) xz -dc "$f" > "$work/rd/lib/modules/$n.ko" ;;
-      *.zst) zstd -qdc "$f" > "$work/rd/lib/modules/$n.ko" ;;
-      *) cp "$f" "$work/rd/lib/modules/$n.ko" ;;
-    esac
-    deps=$(strings "$work/rd/lib/modules/$n.ko" | sed -n 's/^depends=//p' | head -1)
-    for d in ${deps//,/ }; do add "$d"; done
-    echo "$n" >> "$work/rd/modules.order"
-  }
-  for m in "${MODULES[@]}"; do add "$m"; done
+  collect_modules "$mods" "$work/rd" "${MODULES[@]}"
   cp "$work"/k/boot/vmlinuz-* "$dir/vmlinuz"
   (cd "$work/rd" && find . | cpio -o -H newc --quiet | gzip -1 > "$dir/initramfs.gz")
   echo "$kver" > "$dir/kernel-version"

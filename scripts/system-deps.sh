@@ -31,6 +31,8 @@ command -v keyctl >/dev/null 2>&1 || need+=(keyutils)
 command -v xxd >/dev/null 2>&1 || need+=(xxd)
 command -v strings >/dev/null 2>&1 || need+=(binutils)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)
+# The Linux worker master of the kernel-stage test (scripts/worker-image.ts): its GPT.
+command -v sfdisk >/dev/null 2>&1 || need+=(fdisk)
 command -v autoreconf >/dev/null 2>&1 || need+=(autoconf automake libtool)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ -f /usr/include/gnutls/gnutls.h ] || need+=(libgnutls28-dev)

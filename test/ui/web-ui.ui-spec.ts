@@ -219,6 +219,8 @@ describe('web UI (Chromium)', () => {
     await create.getByRole('button', { name: 'Create disk' }).click();
     const disks = page.getByLabel('disks', { exact: true });
     await disks.getByText(`master ${MASTER}`).waitFor();
+    // Which hand-over keeps the disk once the OS runs (docs/KERNEL-STAGE.md).
+    await disks.getByText('kernel stage: iBFT from iPXE').waitFor();
     // A disk and no default: the page says it will not boot, and why (what /boot-vars answers).
     await page.getByText('will not boot').waitFor();
     await page.getByText('no-default-disk').waitFor();

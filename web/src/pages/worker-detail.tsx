@@ -6,6 +6,7 @@ import { bytes, hashPrefix, relativeTime } from '../lib/format';
 import { statusRows } from '../lib/status';
 import { Badge, confirmAction, ErrorBox, Field, notify, Options } from '../ui/components';
 import { useAction, useNow, useResource } from '../ui/hooks';
+import { handover } from '../lib/handover';
 import { bootBody, defaultBoot } from './workers';
 
 type Os = (typeof OS_NAMES)[number];
@@ -174,7 +175,11 @@ function DisksCard({ worker, onChange }: { worker: Worker; onChange: () => void 
                 <td>
                   {d.os} {d.os_version ?? ''}
                 </td>
-                <td>{d.transport ?? 'iscsi'}</td>
+                <td>
+                  {d.transport ?? 'iscsi'}
+                  <br />
+                  <small class="muted">{handover(d.transport)}</small>
+                </td>
                 <td>{d.agent}</td>
                 <td>
                   <code class="small">{d.iqn ?? d.nqn}</code>
