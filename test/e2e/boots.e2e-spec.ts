@@ -209,6 +209,10 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
     }
 
     const polling = until('audit');
+    // A waiting long-poll shows in /metrics.
+    let metrics = '';
+    for (let i = 0; i < 100 && !/kurrent_change_feed_waiting 1\b/.test(metrics); i++) metrics = (await t.req('GET', '/metrics')).text;
+    expect(metrics).toMatch(/kurrent_change_feed_waiting 1\b/);
     expect((await t.req('POST', '/agents', { id: 'a', base_url: `http://127.0.0.1:${AGENT_PORT}`, token: 'tok', iscsi_server: '127.0.0.1', role: { disk: true } })).status).toBe(201);
     expect(await polling).toContain('audit');
     expect(await until('agents')).toContain('agents'); // agents.yml's revision, then the watcher's first probe

@@ -576,6 +576,40 @@ describe('two control planes on one PostgreSQL', () => {
     }
   });
 
+  it("the change feed of one control plane wakes for the other's ledger, settings and boot events", async () => {
+    const url = pg.createDb('change_feed');
+    const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+    const na = await startApp({ ...env, IPXE_CP_NODE_ID: 'feed-a' });
+    const nb = await startApp({ ...env, IPXE_CP_NODE_ID: 'feed-b' });
+    try {
+      let cursor: string = (await na.req('GET', '/changes')).body.cursor;
+      /** Topics a's long-poll reports until `want` is among them (10 s at most). */
+      const until = async (want: string) => {
+        const seen: string[] = [];
+        for (const end = Date.now() + 10_000; !seen.includes(want) && Date.now() < end; ) {
+          const r = (await na.req('GET', `/changes?cursor=${cursor}&wait=5`)).body;
+          cursor = r.cursor;
+          seen.push(...r.topics);
+        }
+        return seen;
+      };
+      const mac = '02:00:00:00:0f:c1';
+      let waiting = until('ledger');
+      await nb.req('POST', '/devices', { mac });
+      await nb.req('POST', '/workers', { worker_id: 'fw1', mac });
+      expect(await waiting).toContain('ledger');
+      waiting = until('settings');
+      expect((await nb.req('PUT', '/settings/boot-policy', { stuck_after_seconds: 200 })).status).toBe(200);
+      expect(await waiting).toContain('settings');
+      waiting = until('boots');
+      await nb.req('GET', `/devices/report?mac=${mac}`);
+      expect(await waiting).toContain('boots');
+    } finally {
+      await nb.close();
+      await na.close();
+    }
+  });
+
   // Last: it stops the cluster for a while.
   it('the database down: boots keep being answered from the cache, writes get a 503 naming it, all recovers when it is back', async () => {
     const url = pg.createDb('outage');

@@ -9,9 +9,8 @@ export function opsCommands(ctx: CliContext): void {
     .option('--since <id>', 'only after this id', int('--since'))
     .option('--limit <n>', 'at most this many per page', int('--limit'))
     .option('--mac <mac>', 'only about this device')
-    .option('--follow', 'tail new operations (Ctrl-C stops)')
-    .option('--interval <ms>', 'poll interval with --follow', int('--interval'), 1000)
-    .action(async (o: { since?: number; limit?: number; mac?: string; follow?: boolean; interval: number }) => {
+    .option('--follow', 'tail new operations (Ctrl-C stops): waits on the change feed (GET /changes), no polling')
+    .action(async (o: { since?: number; limit?: number; mac?: string; follow?: boolean }) => {
       let since = o.since ?? 0;
       const show = (entries: Schemas['OperationEntryDto'][]) => {
         for (const e of entries) {
@@ -22,13 +21,22 @@ export function opsCommands(ctx: CliContext): void {
           io.out(g().json ? JSON.stringify(e) + '\n' : `${e.id}  ${e.ts}  ${e.op}  ${e.status}  ${extra}\n`);
         }
       };
+      // The feed's cursor is taken before the first page, so nothing recorded in between is missed.
+      let cursor = o.follow ? (await call(api().GET('/changes', { params: { query: { wait: 0 } } }))).cursor : '';
+      // Each long-poll ends well within the request timeout.
+      const wait = Math.max(1, Math.min(25, Math.floor(g().requestTimeout) - 5));
       for (;;) {
         const page = await call(api().GET('/operations', { params: { query: { since, ...(o.limit ? { limit: o.limit } : {}), ...(o.mac ? { mac: o.mac } : {}) } } }));
         show(page.entries);
         since = page.next_cursor;
         if (!o.follow) return;
         if (page.entries.length) continue; // more may be waiting
-        await new Promise((r) => setTimeout(r, o.interval));
+        // Another control plane's entries arrive with its ledger changes.
+        for (let topics: string[] = []; !topics.some((x) => x === 'audit' || x === 'ledger'); ) {
+          const r = await call(api().GET('/changes', { params: { query: { cursor, wait } } }));
+          cursor = r.cursor;
+          topics = r.reset ? ['audit'] : r.topics;
+        }
       }
     });
 

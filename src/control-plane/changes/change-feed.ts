@@ -29,6 +29,11 @@ export class ChangeFeed implements OnModuleDestroy {
   private wake: NodeJS.Timeout | null = null;
   private closed = false;
 
+  /** Long-polls waiting now (GET /metrics: kurrent_change_feed_waiting). */
+  get waiting(): number {
+    return this.waiters.size;
+  }
+
   publish(topic: ChangeTopic): void {
     this.last.set(topic, ++this.seq);
     if (this.wake || !this.waiters.size) return;

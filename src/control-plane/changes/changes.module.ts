@@ -9,5 +9,6 @@ import { ChangesController } from './changes.controller';
   imports: [BootsModule, StorageNodesModule],
   controllers: [ChangesController],
   providers: [ChangeFeed, ChangeSources],
+  exports: [ChangeFeed],
 })
 export class ChangesModule {}

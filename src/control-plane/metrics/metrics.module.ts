@@ -1,4 +1,5 @@
 import { BootsModule } from '../boots/boots.module';
+import { ChangesModule } from '../changes/changes.module';
 import { Module } from '@nestjs/common';
 import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
 import { BootModule } from '../boot/boot.module';
@@ -9,7 +10,7 @@ import { MetricsController } from './metrics.controller';
 import { MetricsService } from './metrics.service';
 
 @Module({
-  imports: [SettingsModule, StorageNodesModule, CredentialsModule, ReconcilerModule, BootModule, BootsModule],
+  imports: [SettingsModule, StorageNodesModule, CredentialsModule, ReconcilerModule, BootModule, BootsModule, ChangesModule],
   controllers: [MetricsController],
   providers: [MetricsService],
   exports: [MetricsService],

@@ -9,6 +9,7 @@ import { SettingsService } from '../settings/settings.service';
 import { CacheFreshness } from '../repositories/cache-freshness';
 import { BootService } from '../boot/boot.service';
 import { BootSessionsService } from '../boots/boot-sessions.service';
+import { ChangeFeed } from '../changes/change-feed';
 import { BOOT_OUTCOMES } from '../boots/boot-timeline';
 import { BOOT_STAGES } from '../repositories/boot-events/boot-event.repository';
 import { logWriteFailures } from '../../shared/http/log-destination';
@@ -73,6 +74,7 @@ export class MetricsService implements OnModuleInit {
     private readonly freshness: CacheFreshness,
     private readonly boot: BootService,
     private readonly sessions: BootSessionsService,
+    private readonly feed: ChangeFeed,
   ) {}
 
   onModuleInit(): void {
@@ -222,6 +224,15 @@ export class MetricsService implements OnModuleInit {
       registers: r,
       collect() {
         this.set(sessions.loopingMacs().length);
+      },
+    });
+    const feed = this.feed;
+    new Gauge({
+      name: 'kurrent_change_feed_waiting',
+      help: 'GET /changes long-polls waiting now (open web UI tabs, `kurrent ops list --follow`).',
+      registers: r,
+      collect() {
+        this.set(feed.waiting);
       },
     });
     const store = this.store;
