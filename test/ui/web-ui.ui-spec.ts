@@ -221,6 +221,10 @@ describe('web UI (Chromium)', () => {
     await disks.getByText(`master ${MASTER}`).waitFor();
     // Which hand-over keeps the disk once the OS runs (docs/KERNEL-STAGE.md).
     await disks.getByText('kernel stage: iBFT from iPXE').waitFor();
+    // The live status reads again by itself on changes; Check now asks the agents at once.
+    const status = page.getByLabel('live status');
+    await status.getByRole('button', { name: 'Check now' }).click();
+    await status.getByText('in sync').waitFor();
     // A disk and no default: the page says it will not boot, and why (what /boot-vars answers).
     await page.getByText('will not boot').waitFor();
     await page.getByText('no-default-disk').waitFor();

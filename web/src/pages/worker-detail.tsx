@@ -322,7 +322,12 @@ function LiveStatus({ id }: { id: string }) {
       <h3>
         Live status {st.data && (bad ? <Badge kind="failed">{bad} difference(s)</Badge> : <Badge kind="ready">in sync</Badge>)}
       </h3>
-      <p class="muted">The ledger beside what dnsmasq and the agents hold, every 5 s.</p>
+      <p class="muted">
+        The ledger beside what dnsmasq and the agents hold, read again on every change the control plane reports; a change made behind its back (by hand on an agent) shows at{' '}
+        <button type="button" class="link" disabled={st.loading} onClick={() => void st.reload()}>
+          Check now
+        </button>
+      </p>
       <ErrorBox error={st.error} />
       <table class="plain">
         <thead>
