@@ -77,11 +77,12 @@ export interface paths {
         };
         get?: never;
         /**
-         * lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
+         * lio, stgt: sets the initiator ACLs of a disk target and the CHAP credential they require (the
          *     control plane's way to…
-         * @description lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
-         *     control plane's way to follow a renamed worker, a rotated or a revoked credential). Sessions
-         *     already logged in stay; the next login meets the new rule.
+         * @description lio, stgt: sets the initiator ACLs of a disk target and the CHAP credential they require (the
+         *     control plane's way to follow a renamed worker, a rotated or a revoked credential, and to
+         *     close stgt disks made open by earlier versions). Sessions already logged in stay; the next
+         *     login meets the new rule.
          */
         put: operations["setLunAccess"];
         post?: never;
@@ -321,10 +322,10 @@ export interface components {
         CreateLunDiskDto: {
             /** @description nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
             allowed_hosts?: string[];
-            /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
-             *     no other initiator. Omitted: open to any initiator, as before. */
+            /** @description lio, stgt: initiator IQNs admitted (lio: node ACLs with LUN 0 mapped read-write; stgt: tgtd
+             *     initiator-name ACL); the target then admits no other initiator. Omitted: open to any initiator. */
             allowed_initiators?: string[];
-            /** @description lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
+            /** @description lio, stgt, with allowed_initiators: CHAP required of every admitted initiator (lio: TPG authentication on; stgt: an incoming account). */
             chap?: components["schemas"]["LunChapDto"];
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet), the base this agent's own. */
@@ -409,7 +410,9 @@ export interface components {
             backing: string | null;
         };
         LunChapDto: {
-            /** @description CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs; never answered back. */
+            /** @description CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs (lio) or tgtd
+             *     (stgt); never answered back. stgt's accounts are global to tgtd: one user name has one secret
+             *     on every target bound to it, so setting it on one target sets it on the others. */
             secret: string;
             /** @description CHAP user name the initiator must send (CHAP_N). */
             userid: string;
@@ -417,13 +420,13 @@ export interface components {
         LunTargetDto: {
             /** @description nvmet: allowed host NQNs. */
             allowed_hosts?: string[];
-            /** @description lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+            /** @description lio, stgt: initiator IQNs admitted (absent: open to any initiator). */
             allowed_initiators?: string[];
             /** @description A read-only CD (ISO) target. */
             cd: boolean;
-            /** @description lio: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them). */
+            /** @description lio, stgt: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them; absent on stgt when the agent restarted and has not set it again yet). */
             chap_secret_sha256?: string;
-            /** @description lio: the CHAP user name its ACLs require (absent: no CHAP). */
+            /** @description lio, stgt: the CHAP user name the target requires (absent: no CHAP). */
             chap_userid?: string;
             /** @description iSCSI target name (stgt, lio). */
             iqn?: string;
@@ -715,7 +718,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorDto"];
                 };
             };
-            /** @description the target is open to any initiator */
+            /** @description lio: the target was made open to any initiator */
             409: {
                 headers: {
                     [name: string]: unknown;

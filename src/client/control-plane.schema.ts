@@ -186,7 +186,7 @@ export interface paths {
         };
         /**
          * Per-worker iPXE variables (no auth, read-only)
-         * @description Lookup: hostname, else mac -> bound worker; a mac not bound to the named worker gets the empty script. iSCSI default disk (seed 000): base-iqn, iscsi-server, iscsi-sep, and for a worker with disks on LIO the CHAP `username` and `password` iPXE answers the target with. NVMe/TCP default disk (seed 004): disk-nqn, storager-ip, nvme-port, hostnqn, tls-psk, dhchap-secret and dhchap-ctrl-secret, and no iSCSI variable; when that disk cannot be connected (credential revoked or not yet on its agent, port unknown or without TLS) the empty script, never a fallback. Secrets go only to the MAC bound to the worker, never to a hostname alone; with signature enforcement on (PUT /settings/signature-enforcement) only to the bound device's key.
+         * @description Lookup: hostname, else mac -> bound worker; a mac not bound to the named worker gets the empty script. iSCSI default disk (seed 000): base-iqn, iscsi-server, iscsi-sep, and for a worker with disks on LIO or stgt the CHAP `username` and `password` iPXE answers the target with. NVMe/TCP default disk (seed 004): disk-nqn, storager-ip, nvme-port, hostnqn, tls-psk, dhchap-secret and dhchap-ctrl-secret, and no iSCSI variable; when that disk cannot be connected (credential revoked or not yet on its agent, port unknown or without TLS) the empty script, never a fallback. Secrets go only to the MAC bound to the worker, never to a hostname alone; with signature enforcement on (PUT /settings/signature-enforcement) only to the bound device's key.
          */
         get: operations["getBootVars"];
         put?: never;
@@ -1447,7 +1447,7 @@ export interface components {
             iscsi_sep?: string;
             /** @description Data-plane address of that disk's agent. */
             iscsi_server?: string;
-            /** @description A worker with disks on LIO: the CHAP user name its targets require (the worker id). In the
+            /** @description A worker with iSCSI disks on LIO or stgt: the CHAP user name its targets require (the worker id). In the
              *     iPXE script `set username`, the setting iPXE's iSCSI initiator answers CHAP with. */
             iscsi_username?: string;
             /** @description default_os > boot.menu_default > reboot. */
@@ -1556,10 +1556,10 @@ export interface components {
         CreateLunDiskDto: {
             /** @description nvmet: host NQNs allowed to connect (credentials via PUT /nvme/hosts first). */
             allowed_hosts?: string[];
-            /** @description lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
-             *     no other initiator. Omitted: open to any initiator, as before. */
+            /** @description lio, stgt: initiator IQNs admitted (lio: node ACLs with LUN 0 mapped read-write; stgt: tgtd
+             *     initiator-name ACL); the target then admits no other initiator. Omitted: open to any initiator. */
             allowed_initiators?: string[];
-            /** @description lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
+            /** @description lio, stgt, with allowed_initiators: CHAP required of every admitted initiator (lio: TPG authentication on; stgt: an incoming account). */
             chap?: components["schemas"]["LunChapDto"];
             filename?: string;
             /** @description Target name: `<base_iqn>:<suffix>` (iSCSI) or `<base_nqn>:<suffix>` (nvmet), the base this agent's own. */
@@ -1808,7 +1808,9 @@ export interface components {
             backing: string | null;
         };
         LunChapDto: {
-            /** @description CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs; never answered back. */
+            /** @description CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs (lio) or tgtd
+             *     (stgt); never answered back. stgt's accounts are global to tgtd: one user name has one secret
+             *     on every target bound to it, so setting it on one target sets it on the others. */
             secret: string;
             /** @description CHAP user name the initiator must send (CHAP_N). */
             userid: string;
@@ -1816,13 +1818,13 @@ export interface components {
         LunTargetDto: {
             /** @description nvmet: allowed host NQNs. */
             allowed_hosts?: string[];
-            /** @description lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+            /** @description lio, stgt: initiator IQNs admitted (absent: open to any initiator). */
             allowed_initiators?: string[];
             /** @description A read-only CD (ISO) target. */
             cd: boolean;
-            /** @description lio: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them). */
+            /** @description lio, stgt: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them; absent on stgt when the agent restarted and has not set it again yet). */
             chap_secret_sha256?: string;
-            /** @description lio: the CHAP user name its ACLs require (absent: no CHAP). */
+            /** @description lio, stgt: the CHAP user name the target requires (absent: no CHAP). */
             chap_userid?: string;
             /** @description iSCSI target name (stgt, lio). */
             iqn?: string;
@@ -1900,7 +1902,7 @@ export interface components {
         ReconcileAccessDto: {
             agent: string;
             error?: string;
-            /** @description The LIO target. */
+            /** @description The iSCSI target (LIO or stgt). */
             iqn: string;
             /** @description drift (CHAP or ACL differs from the credential), rename (the worker's hostname, so its initiator name, changed). */
             reason: string;
@@ -1921,7 +1923,7 @@ export interface components {
             agents_unreachable: string[];
             failed: components["schemas"]["ReconcilePushDto"][];
             finished_at: string;
-            /** @description LIO targets whose node ACL or CHAP credential was set again (failures included, with their error). */
+            /** @description iSCSI targets whose initiator ACL or CHAP credential was set again (failures included, with their error). */
             iscsi_access: components["schemas"]["ReconcileAccessDto"][];
             /** @description Pushes and removals waiting for their backoff. */
             not_due: number;

@@ -175,6 +175,68 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
     expect(tgtd.show()).toBe(showBefore);
   });
 
+  it('closes a disk to its initiator name and CHAP account: real logins refused and let in, through changes and restarts', async () => {
+    const A = 'iqn.2026-07.com.controller:seat-a';
+    const B = 'iqn.2026-07.com.controller:seat-b';
+    const s1 = { userid: 'w1', secret: 'FirstSecret0123456789abc' };
+    const s2 = { userid: 'w1', secret: 'SecondSecret0123456789ab' };
+    const d1 = `${BASE}:w1.ubuntu`;
+    const d2 = `${BASE}:w1.debian`;
+    expect((await a.req('POST', '/luns/disk', { iqn: d1, master: '_tpl_ubuntu_2204.img', allowed_initiators: [A], chap: s1 })).status).toBe(201);
+    expect((await a.req('POST', '/luns/disk', { iqn: d2, size: '1G', allowed_initiators: [A], chap: s1 })).status).toBe(201);
+    const listed = (await a.req('GET', '/luns')).body.find((t: any) => t.iqn === d1);
+    expect(listed).toMatchObject({ allowed_initiators: [A], chap_userid: 'w1', chap_secret_sha256: expect.stringMatching(/^[0-9a-f]{12}$/) });
+    expect(JSON.stringify((await a.req('GET', '/luns')).body)).not.toContain(s1.secret);
+
+    expect((await tgtd.login(d1, A, s1)).ok).toBe(true);
+    expect((await tgtd.login(d1, B, s1)).ok).toBe(false); // another seat's name, the right secret
+    expect((await tgtd.login(d1, A, { userid: 'w1', secret: 'WrongSecret0123456789abc' })).ok).toBe(false);
+    expect((await tgtd.login(d1, A)).ok).toBe(false); // no CHAP at all
+
+    // A rotation through one target reaches the user's other target (tgtd's accounts are global).
+    const put = await a.req('PUT', '/luns/access', { iqn: d1, allowed_initiators: [A], chap: s2 });
+    expect(put.status).toBe(200);
+    expect(put.body.chap_secret_sha256).not.toBe(listed.chap_secret_sha256);
+    expect((await tgtd.login(d1, A, s1)).ok).toBe(false); // the old secret
+    expect((await tgtd.login(d1, A, s2)).ok).toBe(true);
+    expect((await tgtd.login(d2, A, s2)).ok).toBe(true);
+    expect(tgtd.accounts()).toEqual(['w1']); // the lock account of the swap is gone
+
+    // A renamed seat: the old name is refused, the new one let in.
+    expect((await a.req('PUT', '/luns/access', { iqn: d2, allowed_initiators: [B], chap: s2 })).status).toBe(200);
+    expect((await tgtd.login(d2, A, s2)).ok).toBe(false);
+    expect((await tgtd.login(d2, B, s2)).ok).toBe(true);
+
+    // An agent restarted beside a running tgtd does not know the secrets it set: it sets them again from its manifest.
+    await a.close();
+    a = await startAgent(env, a.dir);
+    expect((await a.req('GET', '/luns')).body.find((t: any) => t.iqn === d1)).toMatchObject({ chap_secret_sha256: put.body.chap_secret_sha256 });
+    expect((await tgtd.login(d1, A, s2)).ok).toBe(true);
+
+    // tgtd restarted: the scan rebuilds both targets closed, with their names and the secret.
+    await tgtd.stop();
+    await tgtd.start();
+    expect((await a.req('POST', '/luns/scan')).status).toBe(200);
+    expect((await tgtd.login(d1, B, s2)).ok).toBe(false);
+    expect((await tgtd.login(d1, A, s2)).ok).toBe(true);
+    expect((await tgtd.login(d2, B, s2)).ok).toBe(true);
+
+    // A disk made open (as earlier versions made every stgt disk) is closed in place.
+    const open = `${BASE}:w2.ubuntu`;
+    expect((await a.req('POST', '/luns/disk', { iqn: open, size: '1G' })).status).toBe(201);
+    expect((await tgtd.login(open, B)).ok).toBe(true);
+    expect((await a.req('PUT', '/luns/access', { iqn: open, allowed_initiators: [A], chap: { userid: 'w2', secret: 'ThirdSecret0123456789abc' } })).status).toBe(200);
+    expect((await tgtd.login(open, B)).ok).toBe(false);
+    expect((await tgtd.login(open, A, { userid: 'w2', secret: 'ThirdSecret0123456789abc' })).ok).toBe(true);
+
+    // Deleting a user's last target deletes its account: no secret stays in tgtd.
+    expect((await a.req('DELETE', `/luns?iqn=${d1}`)).status).toBe(200);
+    expect(tgtd.accounts().sort()).toEqual(['w1', 'w2']);
+    expect((await a.req('DELETE', `/luns?iqn=${d2}`)).status).toBe(200);
+    expect(tgtd.accounts()).toEqual(['w2']);
+    expect((await a.req('PUT', '/luns/access', { iqn: `${BASE}:w1.windows.iso`, allowed_initiators: [A] })).status).toBe(404);
+  });
+
   it('rebuilds targets after a tgtd restart (scan), and loses nothing over an agent restart', async () => {
     await a.req('POST', '/luns/disk', { iqn: `${BASE}:w1.ubuntu`, master: '_tpl_ubuntu_2204.img' });
     await a.req('POST', '/luns/disk', { iqn: `${BASE}:w2.debian`, filename: 'odd-name.img', size: '1G' });

@@ -71,11 +71,14 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
     expect(s.stages.map((x: { stage: string }) => x.stage)).toEqual(['report', 'vars', 'menu']);
     expect(s.stages[1].detail).toEqual({ answer: 'disk', disk: iqn, transport: 'iscsi', agent: 'a' });
 
-    // A real login on tgtd (libiscsi's iscsi-perf keeps reading until killed).
-    initiator = spawn('iscsi-perf', ['-i', 'iqn.2010-04.org.ipxe:seat-01', `iscsi://127.0.0.1:${PORTAL}/${iqn}/1`], { stdio: 'ignore' });
+    // A real login on tgtd (libiscsi's iscsi-perf keeps reading until killed), as the worker's iPXE
+    // logs in: its initiator name and the CHAP credential /boot-vars gave the bound MAC.
+    const chap = (await pub(`/boot-vars?mac=${MAC}&format=json`)).body;
+    const name = `${iqn.slice(0, iqn.lastIndexOf(':'))}:seat-01`;
+    initiator = spawn('iscsi-perf', ['-i', name, `iscsi://${chap.iscsi_username}%${chap.iscsi_password}@127.0.0.1:${PORTAL}/${iqn}/1`], { stdio: 'ignore' });
     s = await until(async () => (await boots(`?mac=${MAC}`)).find((x: { outcome: string }) => x.outcome === 'booted'));
     expect(s).toMatchObject({ outcome: 'booted', stage: 'disk' });
-    expect(s.stages[3]).toMatchObject({ stage: 'disk', detail: { target: iqn, agent: 'a', initiator: 'iqn.2010-04.org.ipxe:seat-01' } });
+    expect(s.stages[3]).toMatchObject({ stage: 'disk', detail: { target: iqn, agent: 'a', initiator: name } });
     expect(s.stages[3].offset_ms).toBeGreaterThanOrEqual(0);
 
     expect((await t.req('POST', `/boots/os-up?mac=${MAC}`, undefined, { authorization: '' })).status).toBe(204);

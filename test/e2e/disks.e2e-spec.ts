@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
@@ -291,11 +292,25 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
     expect(await reasons()).toEqual(['no-device-key']);
     expect((await t.req('PUT', '/settings/signature-enforcement', { enabled: false })).status).toBe(200);
     expect(await reasons()).toEqual([]);
-    expect((await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1')).text).toBe(
-      `#!ipxe\n# boot vars for w1\nset base-iqn ${IQN}\nset iscsi-server 192.168.80.3\nset iscsi-sep ::${CONTROL + 10000}:1:\nset menu-default ubuntu\nset menu-timeout 5000\n`,
+    // stgt closes the disk to the worker's initiator name and CHAP: iPXE gets the credential it answers with.
+    const script = (await t.req('GET', '/boot-vars?mac=02:00:00:00:00:01&hostname=w1')).text;
+    const secret = /^set password (\S+)$/m.exec(script)?.[1] ?? '';
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{24}$/);
+    expect(script).toBe(
+      `#!ipxe\n# boot vars for w1\nset base-iqn ${IQN}\nset iscsi-server 192.168.80.3\nset iscsi-sep ::${CONTROL + 10000}:1:\nset username w1\nset password ${secret}\nset menu-default ubuntu\nset menu-timeout 5000\n`,
     );
+    expect(tgtd.show()).toMatch(new RegExp(`Target \\d+: ${IQN.replace(/\./g, '\\.')}:w1\\.ubuntu[\\s\\S]*?Account information:\\s+w1\\s+ACL information:\\s+${IQN.replace(/\./g, '\\.')}:w1\\n`));
     const menu = (await t.req('GET', '/boot-menu?mac=02:00:00:00:00:01&format=json')).body;
     expect(menu.items[0].root).toBe(`iscsi:192.168.80.3::${CONTROL + 10000}:1:${IQN}:w1.ubuntu`);
+    // A disk open to every initiator (as earlier versions made stgt disks; here opened by hand) is
+    // closed again by the next reconciler pass.
+    const tid = /Target (\d+): \S+:w1\.ubuntu/.exec(tgtd.show())![1];
+    execFileSync('tgtadm', ['-C', String(CONTROL), '--lld', 'iscsi', '--mode', 'target', '--op', 'unbind', '--tid', tid, '--initiator-name', `${IQN}:w1`]);
+    execFileSync('tgtadm', ['-C', String(CONTROL), '--lld', 'iscsi', '--mode', 'target', '--op', 'bind', '--tid', tid, '--initiator-address', 'ALL']);
+    const pass = (await t.req('POST', '/reconcile')).body.iscsi_access;
+    expect(pass).toEqual([{ worker_id: 'w1', agent: 'a', iqn: `${IQN}:w1.ubuntu`, reason: 'drift' }]);
+    expect(tgtd.show()).toMatch(new RegExp(`:w1\\.ubuntu[\\s\\S]*?ACL information:\\s+${IQN.replace(/\./g, '\\.')}:w1\\n(?!\\s+ALL)`));
+    expect((await t.req('POST', '/reconcile')).body.iscsi_access).toEqual([]);
     const st = (await t.req('GET', '/workers/w1/status')).body.actual;
     expect(st.disks).toEqual([{ os: 'ubuntu', exists: true, target: { iqn: `${IQN}:w1.ubuntu`, luns: [{ backing: path.join(diskA, 'w1.ubuntu.img') }] } }]);
     const del = await t.req('DELETE', '/workers/w1/luns/disk/UBUNTU?delete_file=true');

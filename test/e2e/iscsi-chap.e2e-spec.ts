@@ -74,7 +74,7 @@ describe('iSCSI CHAP on LIO: the worker credential, /boot-vars and the reconcile
     expect(acls()).toEqual([`${IQN}:seat-1`]);
     expect([acl('attrib/authentication'), acl('attrib/generate_node_acls'), acl(`acls/${IQN}:seat-1/auth/userid`), acl(`acls/${IQN}:seat-1/auth/password`)]).toEqual(['1', '0', 'w1', secret]);
     const issue = (await req('GET', '/operations?op=credential.issue')).body.entries;
-    expect(issue).toEqual([expect.objectContaining({ worker_id: 'w1', reason: 'first LIO disk (iSCSI CHAP)', source: 'generated' })]);
+    expect(issue).toEqual([expect.objectContaining({ worker_id: 'w1', reason: 'first iSCSI disk (CHAP)', source: 'generated' })]);
     // The agent tells the credential apart by hash; its state files holding the secret are 0600.
     const listed = (await req('GET', '/agents/lio1/luns')).body.find((x: { iqn: string }) => x.iqn === `${IQN}:w1.ubuntu`);
     expect(listed).toMatchObject({ allowed_initiators: [`${IQN}:seat-1`], chap_userid: 'w1', chap_secret_sha256: expect.stringMatching(/^[0-9a-f]{12}$/) });
@@ -82,7 +82,7 @@ describe('iSCSI CHAP on LIO: the worker credential, /boot-vars and the reconcile
     expect(fs.statSync(path.join(dir, 'node/saveconfig.json')).mode & 0o777).toBe(0o600);
   });
 
-  it('/boot-vars gives the bound MAC the CHAP user and secret as iPXE settings; a hostname alone gets nothing', async () => {
+  it('/boot-vars gives the bound MAC the CHAP user and secret as iPXE settings; a hostname alone gets the variables without them', async () => {
     const secret = deriveIscsiChapSecret(keyOf(), 'w1');
     expect(await bootVars()).toEqual({
       base_iqn: IQN, iscsi_server: '192.168.80.3', iscsi_sep: '::::', iscsi_username: 'w1', iscsi_password: secret, menu_default: 'ubuntu', menu_timeout: 5000,
@@ -90,8 +90,9 @@ describe('iSCSI CHAP on LIO: the worker credential, /boot-vars and the reconcile
     expect((await req('GET', `/boot-vars?mac=${MAC}`)).text).toBe(
       `#!ipxe\n# boot vars for seat-1\nset base-iqn ${IQN}\nset iscsi-server 192.168.80.3\nset iscsi-sep ::::\nset username w1\nset password ${secret}\nset menu-default ubuntu\nset menu-timeout 5000\n`,
     );
-    expect((await req('GET', '/boot-vars?hostname=seat-1&format=json')).body).toEqual({});
-    expect((await req('GET', '/operations?op=boot.denied')).body.entries.pop()).toMatchObject({ worker_id: 'w1', reason: 'secret-bearing boot vars need the bound mac' });
+    // A hostname alone (seed 000 serves one) gets the reference's variables, never the CHAP pair: the target asks for it.
+    expect((await req('GET', '/boot-vars?hostname=seat-1&format=json')).body).toEqual({ base_iqn: IQN, iscsi_server: '192.168.80.3', iscsi_sep: '::::', menu_default: 'ubuntu', menu_timeout: 5000 });
+    expect((await req('GET', '/boot-vars?hostname=seat-1')).text).not.toMatch(/username|password/);
   });
 
   it('rotation reaches the target at once; revocation locks it and /boot-vars stops; a new credential opens it again', async () => {

@@ -1,5 +1,5 @@
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadAgentConfig } from '../../src/storage-agent/agent-config';
@@ -53,6 +53,25 @@ export class Tgtd {
 
   show(): string {
     return execFileSync('tgtadm', ['-C', String(this.controlPort), '--lld', 'iscsi', '--mode', 'target', '--op', 'show'], { encoding: 'utf8', stdio: 'pipe' });
+  }
+
+  /** tgtd's CHAP accounts (names only: tgtd never shows a secret). */
+  accounts(): string[] {
+    const out = execFileSync('tgtadm', ['-C', String(this.controlPort), '--lld', 'iscsi', '--mode', 'account', '--op', 'show'], { encoding: 'utf8', stdio: 'pipe' });
+    return out.split('\n').slice(1).map((l) => l.trim()).filter(Boolean);
+  }
+
+  /**
+   * A real iSCSI login (libiscsi's iscsi-inq) to LUN 1 of a target as `initiator`, with CHAP when
+   * given: whether the target let it in and read the disk's INQUIRY data.
+   */
+  login(target: string, initiator: string, chap?: { userid: string; secret: string }): Promise<{ ok: boolean; out: string }> {
+    const auth = chap ? `${chap.userid}%${chap.secret}@` : '';
+    return new Promise((resolve) => {
+      execFile('iscsi-inq', ['-i', initiator, `iscsi://${auth}127.0.0.1:${this.portalPort}/${target}/1`], { timeout: 20_000, encoding: 'utf8' }, (err, stdout, stderr) =>
+        resolve({ ok: !err && /Peripheral Device Type:DIRECT_ACCESS/.test(stdout), out: `${stdout}${stderr}` }),
+      );
+    });
   }
 
   async stop(): Promise<void> {

@@ -29,7 +29,7 @@ describe("a worker's boot readiness", () => {
       revision: 0,
       bootCredentialOrBlocker: () => (state.cred === 'ok' ? { hostnqn: 'nqn.h', tls_psk: 'p', dhchap_secret: 's', dhchap_ctrl_secret: 'c' } : state.cred),
     };
-    const iscsiAccess = { isLio: () => false, chapOf: () => undefined };
+    const iscsiAccess = { hasInitiatorAcl: () => false, chapOf: () => undefined };
     const disks = new DiskVarsResolver(registry as never, storageNodes as never, credentials as never, iscsiAccess as never);
     const store = { read: () => store, devices: { get: () => ({ pubkey: null }) } };
     const settings = { get signatureEnforcement() {

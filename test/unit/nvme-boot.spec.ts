@@ -31,7 +31,7 @@ describe('NVMe boot variables: the empty answer unless everything is in place', 
     const config = { hostNqnBase: 'nqn.2026-07.com.controller', reconcileSeconds: 30 };
     const ledger = { read: () => ({ workers: new Map([['w1', worker]]) }) };
     const credentials = new CredentialsService(store, ledger as never, registry, {} as never, {} as never, {} as never, config as never);
-    resolver = new DiskVarsResolver(registry, agents, credentials, { isLio: () => false, chapOf: () => undefined } as never);
+    resolver = new DiskVarsResolver(registry, agents, credentials, { hasInitiatorAcl: () => false, chapOf: () => undefined } as never);
   });
 
   it('hands out disk, address, port, host NQN, the derived PSK and both DH-HMAC-CHAP secrets when the push is current', () => {

@@ -262,17 +262,22 @@ export class BootService implements OnModuleInit {
       return format === 'json' ? {} : renderHold(mac, this.sessions.looping(mac)?.reason ?? 'boot loop');
     }
     const plan = r.kind === 'worker' ? this.workerPlan(r.worker) : null;
-    const vars = plan ? plan.vars : this.rebootLoop();
+    let vars = plan ? plan.vars : this.rebootLoop();
     // An NVMe default disk that cannot be connected now: the empty script, never another transport.
     if (!vars) {
       this.noteFor(mac, r, 'vars', { answer: 'empty', reason: plan?.blocker ? BOOT_BLOCKERS[plan.blocker] : 'nothing to boot' });
       return format === 'json' ? {} : EMPTY_SCRIPT;
     }
     // The TLS PSK and DH-HMAC-CHAP secrets go only to the MAC bound to the worker (checked by resolve), never to a
-    // hostname alone: hostnames are guessable. Refused like a disk that cannot be connected.
-    if ((vars.tls_psk || vars.iscsi_password) && !mac) {
+    // hostname alone: hostnames are guessable. NVMe/TCP is refused like a disk that cannot be connected; iSCSI
+    // keeps the reference's answer (seed 000 serves a hostname) without the CHAP pair, which the target then asks for.
+    if (vars.tls_psk && !mac) {
       this.auditDenial(null, r.kind === 'worker' ? r.worker.worker_id : null, 'secret-bearing boot vars need the bound mac');
       return format === 'json' ? {} : EMPTY_SCRIPT;
+    }
+    if (vars.iscsi_password && !mac) {
+      const { iscsi_username: _u, iscsi_password: _p, ...withoutChap } = vars;
+      vars = withoutChap;
     }
     if (r.kind === 'pooled') this.noteFor(mac, r, 'vars', { answer: 'pooled' });
     else if (vars.menu_default === 'reboot') this.noteFor(mac, r, 'vars', { answer: 'reboot', reason: `${r.kind === 'worker' && r.worker.disks.length ? 'no default disk' : 'the worker has no disk'} (answered menu-default reboot)` });
@@ -438,7 +443,7 @@ export class BootService implements OnModuleInit {
 
   /**
    * Seed 000 for iSCSI (base_iqn, iscsi_server, iscsi_sep of the default disk, else of the first
-   * one; with disks on LIO the worker's CHAP user name and secret), seed 004 for an NVMe/TCP default disk (disk_nqn, storager_ip, nvme_port, hostnqn,
+   * one; with iSCSI disks on LIO or stgt the worker's CHAP user name and secret), seed 004 for an NVMe/TCP default disk (disk_nqn, storager_ip, nvme_port, hostnqn,
    * tls_psk, and the DH-HMAC-CHAP secrets both directions need; no iSCSI variable). vars null: the
    * NVMe default disk cannot be connected now (the empty script), and blocker says why.
    */
@@ -452,8 +457,8 @@ export class BootService implements OnModuleInit {
     } else if (d) {
       Object.assign(out, this.disks.iscsi(d.disk));
       const chap = this.disks.iscsiChap(w);
-      // A revoked credential locks the worker's LIO targets: no script that would try them.
-      if (chap === null && this.disks.isLio(d.disk)) return { vars: null, blocker: 'credential-revoked', disk: d.disk };
+      // A revoked credential locks the worker's iSCSI targets: no script that would try them.
+      if (chap === null && this.disks.hasInitiatorAcl(d.disk)) return { vars: null, blocker: 'credential-revoked', disk: d.disk };
       if (chap) Object.assign(out, { iscsi_username: chap.userid, iscsi_password: chap.secret });
     }
     const menuDefault = d?.explicit ? this.disks.itemId(d.disk) : w.boot.menu_default ? this.menuIdFor(w, w.boot.menu_default) : null;

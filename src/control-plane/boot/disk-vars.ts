@@ -84,17 +84,17 @@ export class DiskVarsResolver {
   }
 
   /**
-   * The CHAP credential of a worker with disks on LIO (one per worker, for every menu item):
+   * The CHAP credential of a worker with iSCSI disks on LIO or stgt (one per worker, for every menu item):
    * undefined when it has none there or no credential (targets made before CHAP), null when the
-   * credential is revoked (its LIO targets are locked).
+   * credential is revoked (its targets are locked).
    */
   iscsiChap(w: WorkerRecord): { userid: string; secret: string } | null | undefined {
-    if (!w.disks.some((d) => this.iscsiAccess.isLio(d))) return undefined;
+    if (!w.disks.some((d) => this.iscsiAccess.hasInitiatorAcl(d))) return undefined;
     return this.iscsiAccess.chapOf(w.worker_id);
   }
 
-  isLio(disk: DiskRecord): boolean {
-    return this.iscsiAccess.isLio(disk);
+  hasInitiatorAcl(disk: DiskRecord): boolean {
+    return this.iscsiAccess.hasInitiatorAcl(disk);
   }
 
   /**
@@ -142,6 +142,8 @@ export class DiskVarsResolver {
       } else {
         const v = this.iscsi(d);
         if (!v.iscsi_server || !v.iscsi_sep) continue;
+        // A revoked credential locked the target: offered, it could only fail.
+        if (this.iscsiAccess.hasInitiatorAcl(d) && this.iscsiAccess.chapOf(w.worker_id) === null) continue;
         root = `iscsi:${v.iscsi_server}${v.iscsi_sep}${targetName(d)}`;
       }
       const label = `${d.os}${d.os_version ? ` ${d.os_version}` : ''} (${isNvme(d) ? 'nvme' : 'iscsi'}${d.os_tag ? ` ${d.os_tag}` : ''})`;

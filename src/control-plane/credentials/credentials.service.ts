@@ -71,7 +71,7 @@ export class CredentialsService {
   /** Derived PSKs by secret (derivation costs two HMACs; /boot-vars asks on every boot). */
   private readonly pskCache = new Map<string, string>();
   private readonly ctrlCache = new Map<string, string>();
-  /** Told of each rotation and revocation (IscsiAccessService: the CHAP of LIO disks). */
+  /** Told of each rotation and revocation (IscsiAccessService: the CHAP of iSCSI disks). */
   private readonly changeObservers: ((id: string, reason: PushReason) => Promise<unknown>)[] = [];
 
   constructor(
@@ -136,7 +136,7 @@ export class CredentialsService {
     const id = this.parseId(rawId);
     if (!this.store.read().workers.has(id)) throw notFound(`worker not found: ${id}`);
     const c = this.current(id);
-    if (!c) throw notFound(`worker ${id} has no NVMe credential (it is issued with the first NVMe or LIO disk, or by PUT)`);
+    if (!c) throw notFound(`worker ${id} has no NVMe credential (it is issued with the first NVMe or iSCSI disk, or by PUT)`);
     return this.toDto(c);
   }
 
@@ -188,7 +188,7 @@ export class CredentialsService {
     return this.toDto(this.current(id)!);
   }
 
-  /** Called after a rotation or a revocation is committed and pushed to the NVMe agents (the iSCSI CHAP of LIO disks follows). */
+  /** Called after a rotation or a revocation is committed and pushed to the NVMe agents (the iSCSI CHAP of LIO and stgt disks follows). */
   onCredentialChange(fn: (id: string, reason: PushReason) => Promise<unknown>): void {
     this.changeObservers.push(fn);
   }

@@ -11,7 +11,7 @@ import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { DiskRecord, WorkerRecord } from '../repositories/ledger/records';
 import { CredentialsService } from './credentials.service';
 
-/** What a reconciler pass did to one LIO target's access. */
+/** What a reconciler pass did to one iSCSI target's access. */
 export interface AccessOutcome {
   worker_id: string;
   agent: string;
@@ -22,11 +22,12 @@ export interface AccessOutcome {
 }
 
 /**
- * iSCSI access of workers' disks on LIO agents: each target is closed to the one initiator name
- * the worker's iPXE uses (`<base-iqn>:<hostname>`) and requires CHAP with the user name of the
- * worker id and a secret derived from the worker's storage credential (the one that also carries
- * its NVMe-oF keys), so rotation and revocation reach iSCSI too. A revoked credential locks the
- * target with a random secret nobody holds. stgt targets stay open (tgtd binds ALL, no ACLs).
+ * iSCSI access of workers' disks (LIO and stgt agents): each target is closed to the one
+ * initiator name the worker's iPXE uses (`<base-iqn>:<hostname>`) and requires CHAP with the user
+ * name of the worker id and a secret derived from the worker's storage credential (the one that
+ * also carries its NVMe-oF keys), so rotation and revocation reach iSCSI too. A revoked credential
+ * locks the target with a random secret nobody holds. stgt disks made open by earlier versions are
+ * closed by the reconciler's first pass (their ACL differs from the ledger's).
  */
 @Injectable()
 export class IscsiAccessService {
@@ -44,14 +45,15 @@ export class IscsiAccessService {
     credentials.onCredentialChange((id, reason) => this.syncWorker(id, reason));
   }
 
-  /** Whether a disk is an iSCSI target on an agent with node ACLs and CHAP (LIO). */
-  isLio(disk: DiskRecord): boolean {
+  /** Whether a disk is an iSCSI target on an agent with initiator ACLs and CHAP (LIO, stgt). */
+  hasInitiatorAcl(disk: DiskRecord): boolean {
     if (disk.transport !== 'iscsi' || !disk.iqn) return false;
     const a = this.registry.get(disk.agent);
-    return !!a && this.storageNodes.backendOf(a) === 'lio';
+    const backend = a && this.storageNodes.backendOf(a);
+    return backend === 'lio' || backend === 'stgt';
   }
 
-  /** The CHAP credential a worker's LIO disks require now: null when revoked, undefined without a credential. */
+  /** The CHAP credential a worker's iSCSI disks require now: null when revoked, undefined without a credential. */
   chapOf(workerId: string): LunChapDto | null | undefined {
     const c = this.credentials.current(workerId);
     if (!c) return undefined;
@@ -64,7 +66,7 @@ export class IscsiAccessService {
   }
 
   /**
-   * The CHAP credential to give a worker's LIO target now, and what it is: the live one
+   * The CHAP credential to give a worker's iSCSI target now, and what it is: the live one
    * (`required`), a fresh random secret nobody holds when the credential is revoked (`locked`: the
    * target stays closed to everyone), or none without a credential (`none`: disks made before
    * CHAP; the reconciler issues a credential and comes back).
@@ -115,13 +117,13 @@ export class IscsiAccessService {
     return { worker_id: w.worker_id, agent: disk.agent, iqn: disk.iqn!, reason, ok: !error, ...(error ? { error } : {}) };
   }
 
-  /** After a rotation or revocation: every LIO disk of the worker gets the new rule now. */
+  /** After a rotation or revocation: every iSCSI disk of the worker gets the new rule now. */
   async syncWorker(id: string, reason: string): Promise<AccessOutcome[]> {
     const w = this.store.read().workers.get(id);
     if (!w) return [];
     const why = reason === 'delete' ? 'revoke' : 'rotate';
     try {
-      return await Promise.all(w.disks.filter((d) => this.isLio(d)).map((d) => this.apply(w, d, why, 'reconciler')));
+      return await Promise.all(w.disks.filter((d) => this.hasInitiatorAcl(d)).map((d) => this.apply(w, d, why, 'reconciler')));
     } catch (e) {
       this.log.error(`iSCSI access sync of ${id} failed, left to the reconciler: ${(e as Error).message}`);
       return [];
@@ -129,7 +131,7 @@ export class IscsiAccessService {
   }
 
   /**
-   * One reconciler pass over the LIO disks: a worker with LIO disks and no credential gets one
+   * One reconciler pass over the iSCSI disks: a worker with iSCSI disks and no credential gets one
    * (disks made before CHAP), then every target whose ACL or CHAP differs from the ledger and
    * the credential is set again (a renamed worker, a rebuilt node, a rotation the agent missed).
    */
@@ -137,8 +139,8 @@ export class IscsiAccessService {
     const byAgent = new Map<string, { w: WorkerRecord; d: DiskRecord }[]>();
     for (const w of this.store.read().workers.values()) {
       for (const d of w.disks) {
-        if (!this.isLio(d)) continue;
-        if (!this.credentials.current(w.worker_id)) await this.credentials.ensureIssued(w.worker_id, 'reconciler', 'iSCSI CHAP of LIO disks');
+        if (!this.hasInitiatorAcl(d)) continue;
+        if (!this.credentials.current(w.worker_id)) await this.credentials.ensureIssued(w.worker_id, 'reconciler', 'iSCSI CHAP of its disks');
         byAgent.set(d.agent, [...(byAgent.get(d.agent) ?? []), { w, d }]);
       }
     }
@@ -160,7 +162,8 @@ export class IscsiAccessService {
         for (const { w, d } of disks) {
           const t = byIqn.get(d.iqn);
           if (!t || !this.drifted(w, d, t)) continue; // a missing target is the agent's scan's to rebuild
-          const renamed = (t.allowed_initiators ?? []).join() !== this.initiatorOf(w, d);
+          // An open target (no ACL: made so by an earlier version, or by hand) is drift, not a rename.
+          const renamed = !!t.allowed_initiators?.length && t.allowed_initiators.join() !== this.initiatorOf(w, d);
           outcomes.push(await this.apply(w, d, renamed ? 'rename' : 'drift', 'reconciler'));
         }
       }),

@@ -205,7 +205,7 @@ export class ReconcilerService implements OnApplicationBootstrap, OnApplicationS
       }
     }
     await Promise.all(jobs);
-    // iSCSI on LIO: node ACLs and CHAP follow the ledger and the credentials.
+    // iSCSI on LIO and stgt: initiator ACLs and CHAP follow the ledger and the credentials.
     const access = await this.iscsiAccess.reconcile();
     out.agents_checked = [...new Set([...out.agents_checked, ...access.checked])].sort();
     out.agents_unreachable = [...new Set([...out.agents_unreachable, ...access.unreachable])].sort();

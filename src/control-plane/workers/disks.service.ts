@@ -25,7 +25,7 @@ interface Planned {
   name: string;
   filename: string;
   os_tag: string;
-  /** lio: the initiator IQNs its node ACLs admit. */
+  /** lio, stgt: the initiator IQNs the target admits. */
   initiators?: string[];
 }
 
@@ -235,8 +235,8 @@ export class DisksService {
     // NVMe/TCP: the worker's credential exists before its first subsystem does. The subsystem is
     // made closed (no host); the push after the commit links exactly this worker's host.
     if (plan.transport === 'nvme-tcp') await this.credentials.ensureIssued(id, client);
-    // LIO: the same credential gives the CHAP secret the target requires of the worker's initiator.
-    if (plan.initiators) await this.credentials.ensureIssued(id, client, 'first LIO disk (iSCSI CHAP)');
+    // iSCSI: the same credential gives the CHAP secret the target requires of the worker's initiator.
+    if (plan.initiators) await this.credentials.ensureIssued(id, client, 'first iSCSI disk (CHAP)');
     // A revoked credential gives a locked target: the disk exists, no one logs in until a PUT issues a new one.
     const chap = plan.initiators ? this.iscsiAccess.targetChap(id).chap : undefined;
     const body = {
@@ -304,9 +304,9 @@ export class DisksService {
     }
     if (!caps.base_iqn) throw new ApiError(502, `agent ${agent.id} reports no base_iqn`);
     if (id.includes('_')) this.checkNameable(id, []);
-    // LIO closes the target to the one initiator name boot.ipxe.cfg gives this worker's iPXE
-    // (`${base-iqn}:${hostname}`, the hostname from DHCP); stgt stays open (tgtd binds ALL).
-    const initiators = caps.backend === 'lio' ? [`${caps.base_iqn}:${this.store.read().workers.get(id)?.hostname ?? id}`] : undefined;
+    // LIO and stgt close the target to the one initiator name boot.ipxe.cfg gives this worker's
+    // iPXE (`${base-iqn}:${hostname}`, the hostname from DHCP).
+    const initiators = caps.backend === 'lio' || caps.backend === 'stgt' ? [`${caps.base_iqn}:${this.store.read().workers.get(id)?.hostname ?? id}`] : undefined;
     return { agent, transport: 'iscsi', name: `${caps.base_iqn}:${id}.${spec.os}`, filename: `${id}.${spec.os}.img`, os_tag, initiators };
   }
 

@@ -5,7 +5,7 @@ import { Type } from 'class-transformer';
 import { ArrayMaxSize, ArrayMinSize, IsArray, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
 import { QueryBool } from '../validators';
 
-/** lio: the CHAP credential every node ACL of the target requires (one-way: the target checks the initiator). */
+/** lio, stgt: the CHAP credential the target requires of every admitted initiator (one-way: the target checks the initiator). */
 export class LunChapDto {
   /** CHAP user name the initiator must send (CHAP_N). */
   @IsString()
@@ -13,7 +13,11 @@ export class LunChapDto {
   @ApiProperty({ pattern: CHAP_USERID.source })
   userid!: string;
 
-  /** CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs; never answered back. */
+  /**
+   * CHAP secret, 12 to 64 characters. Kept in the agent's 0600 state and configfs (lio) or tgtd
+   * (stgt); never answered back. stgt's accounts are global to tgtd: one user name has one secret
+   * on every target bound to it, so setting it on one target sets it on the others.
+   */
   @IsString()
   @Matches(CHAP_SECRET, { message: 'chap.secret must be 12 to 64 characters of A-Z a-z 0-9 . _ + / = -' })
   @ApiProperty({ pattern: CHAP_SECRET.source })
@@ -59,8 +63,8 @@ export class CreateLunDiskDto {
   allowed_hosts?: string[];
 
   /**
-   * lio: initiator IQNs admitted by node ACLs (LUN 0 mapped read-write); the target then admits
-   * no other initiator. Omitted: open to any initiator, as before.
+   * lio, stgt: initiator IQNs admitted (lio: node ACLs with LUN 0 mapped read-write; stgt: tgtd
+   * initiator-name ACL); the target then admits no other initiator. Omitted: open to any initiator.
    */
   @IsOptional()
   @IsArray()
@@ -71,14 +75,14 @@ export class CreateLunDiskDto {
   @ApiProperty({ required: false, type: [String], items: { type: 'string', pattern: INITIATOR_IQN.source } })
   allowed_initiators?: string[];
 
-  /** lio, with allowed_initiators: CHAP required of every admitted initiator (TPG authentication on). */
+  /** lio, stgt, with allowed_initiators: CHAP required of every admitted initiator (lio: TPG authentication on; stgt: an incoming account). */
   @IsOptional()
   @ValidateNested()
   @Type(() => LunChapDto)
   chap?: LunChapDto;
 }
 
-/** PUT /luns/access: who may log in to a closed lio target (made with allowed_initiators), and with which CHAP credential. */
+/** PUT /luns/access: who may log in to a lio target made closed (with allowed_initiators) or to any stgt disk, and with which CHAP credential. */
 export class SetLunAccessDto {
   /** The target. */
   @IsString()
@@ -149,11 +153,11 @@ export class LunTargetDto {
   luns!: LunBackingDto[];
   /** nvmet: allowed host NQNs. */
   allowed_hosts?: string[];
-  /** lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+  /** lio, stgt: initiator IQNs admitted (absent: open to any initiator). */
   allowed_initiators?: string[];
-  /** lio: the CHAP user name its ACLs require (absent: no CHAP). */
+  /** lio, stgt: the CHAP user name the target requires (absent: no CHAP). */
   chap_userid?: string;
-  /** lio: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them). */
+  /** lio, stgt: first 12 hex digits of SHA-256 of the CHAP secret (tells secrets apart without revealing them; absent on stgt when the agent restarted and has not set it again yet). */
   chap_secret_sha256?: string;
 }
 

@@ -8,9 +8,9 @@ export interface TargetInfo {
   cd: boolean;
   /** nvmet: host NQNs allowed on the subsystem. */
   allowed_hosts?: string[];
-  /** lio: initiator IQNs of the node ACLs (absent: open to any initiator). */
+  /** lio, stgt: initiator IQNs the target admits (absent: open to any initiator). */
   allowed_initiators?: string[];
-  /** lio: the CHAP credential its ACLs require (absent: none). */
+  /** lio, stgt: the CHAP credential it requires (absent: none; secret '' when the backend cannot tell it). */
   chap?: Chap;
 }
 
@@ -70,7 +70,7 @@ export interface TargetBackend {
   /** Initiators logged in now; null when this backend cannot see them here (the reason in `sessionsUnavailable`). */
   sessions(): Promise<InitiatorSession[] | null>;
   createDisk(name: string, backing: string, opts: { allowedHosts?: string[]; allowedInitiators?: string[]; chap?: Chap }): Promise<void>;
-  /** lio only: the node ACLs of a closed target and the CHAP credential they require, set in place. */
+  /** lio and stgt: the initiator ACLs of a disk and the CHAP credential they require, set in place. */
   setAccess?(name: string, initiators: string[], chap: Chap | undefined): Promise<void>;
   createCd(name: string, backing: string): Promise<void>;
   /** Removes the target; returns what it was (its backing file), or null if it did not exist. */

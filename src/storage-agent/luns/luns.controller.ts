@@ -45,11 +45,12 @@ export class LunsController {
   }
 
   /**
-   * lio: sets the node ACLs of a closed disk target and the CHAP credential they require (the
-   * control plane's way to follow a renamed worker, a rotated or a revoked credential). Sessions
-   * already logged in stay; the next login meets the new rule.
+   * lio, stgt: sets the initiator ACLs of a disk target and the CHAP credential they require (the
+   * control plane's way to follow a renamed worker, a rotated or a revoked credential, and to
+   * close stgt disks made open by earlier versions). Sessions already logged in stay; the next
+   * login meets the new rule.
    */
-  @ApiErrors([400, 'invalid input (the message names the field), or a backend without ACLs'], [404, 'disk target not found'], [409, 'the target is open to any initiator'])
+  @ApiErrors([400, 'invalid input (the message names the field), or a backend without ACLs'], [404, 'disk target not found'], [409, 'lio: the target was made open to any initiator'])
   @Put('luns/access')
   setAccess(@Body() body: SetLunAccessDto): Promise<LunTargetDto> {
     return this.luns.setAccess(body);

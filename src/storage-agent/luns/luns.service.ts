@@ -2,7 +2,7 @@ import { HOST_NQN, INITIATOR_IQN } from '../../shared/grammars';
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { ApiError, badRequest, conflict, notFound } from '../../shared/http/api-error';
 import { AgentConfig } from '../agent-config';
-import { KernelFeatureError, TARGET_BACKEND, TargetBackend } from '../backends/backend';
+import { KernelFeatureError, TARGET_BACKEND, TargetBackend, TargetInfo } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
 import { secretSha12 } from '../../shared/nvme-keys';
@@ -49,7 +49,7 @@ export class LunsService implements OnModuleInit {
       luns: [{ backing: t.backing }],
       ...(t.allowed_hosts ? { allowed_hosts: t.allowed_hosts } : {}),
       ...(t.allowed_initiators ? { allowed_initiators: t.allowed_initiators } : {}),
-      ...(t.chap ? { chap_userid: t.chap.userid, chap_secret_sha256: secretSha12(t.chap.secret) } : {}),
+      ...(t.chap ? { chap_userid: t.chap.userid, ...(t.chap.secret ? { chap_secret_sha256: secretSha12(t.chap.secret) } : {}) } : {}),
     }));
   }
 
@@ -58,9 +58,9 @@ export class LunsService implements OnModuleInit {
     return { supported: list !== null, sessions: list ?? [] };
   }
 
-  /** PUT /luns/access: the ACLs of a closed lio target and the CHAP credential they require, in the kernel and the manifest. */
+  /** PUT /luns/access: the initiator ACLs of a lio or stgt disk and the CHAP credential they require, in the target and the manifest. */
   async setAccess(dto: SetLunAccessDto): Promise<LunTargetDto> {
-    if (this.backend.name !== 'lio' || !this.backend.setAccess) throw badRequest(`the ${this.backend.name} backend has no node ACLs or CHAP`);
+    if (!this.backend.setAccess) throw badRequest(`the ${this.backend.name} backend has no initiator ACLs or CHAP`);
     checkTargetName('iqn', dto.iqn, this.base);
     const e = this.manifest.get(dto.iqn);
     if (!e || e.cd) throw notFound(`disk target not found: ${dto.iqn}`);
@@ -92,7 +92,7 @@ export class LunsService implements OnModuleInit {
     if (hosts.length && this.backend.name !== 'nvmet') throw badRequest(`allowed_hosts: only the nvmet backend has host NQNs`);
     for (const h of hosts) if (!HOST_NQN.test(h)) throw badRequest(`allowed_hosts: not a host NQN: ${JSON.stringify(h)}`);
     const initiators = dto.allowed_initiators ?? [];
-    if (initiators.length && this.backend.name !== 'lio') throw badRequest(`allowed_initiators: only the lio backend has node ACLs`);
+    if (initiators.length && !this.backend.setAccess) throw badRequest(`allowed_initiators: the ${this.backend.name} backend has no initiator ACLs (lio and stgt have)`);
     for (const i of initiators) if (!INITIATOR_IQN.test(i)) throw badRequest(`allowed_initiators: not an initiator IQN: ${JSON.stringify(i)}`);
     if (dto.chap && !initiators.length) throw badRequest('chap: needs allowed_initiators (CHAP is required of the node ACLs of a closed target)');
     const chap = dto.chap ? { userid: dto.chap.userid, secret: dto.chap.secret } : undefined;
@@ -182,12 +182,35 @@ export class LunsService implements OnModuleInit {
   }
 
   /**
+   * A target that exists with other access than its manifest entry records gets the recorded
+   * one again: an agent restarted beside a running tgtd (which never shows a CHAP secret) does
+   * not know the secrets it set, and a target must never stay with less than it had.
+   */
+  private async restoreAccess(listed: TargetInfo[]): Promise<void> {
+    if (!this.backend.setAccess) return;
+    for (const t of listed) {
+      const e = this.manifest.get(t.name);
+      if (!e || e.cd || !e.allowed_initiators?.length) continue;
+      const same = (t.allowed_initiators ?? []).join() === [...e.allowed_initiators].sort().join() && t.chap?.userid === e.chap?.userid && t.chap?.secret === e.chap?.secret;
+      if (same) continue;
+      try {
+        await this.backend.setAccess(t.name, [...e.allowed_initiators].sort(), e.chap);
+        this.log.log(`access of ${t.name} set again from the manifest`);
+      } catch (err) {
+        this.log.error(`access of ${t.name} could not be set again: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  /**
    * Files are the truth: every manifest entry whose file exists, every `<name>.img` (not a master)
    * and, with CD support, every ISO gets its target back if the backend lost it.
    */
   async scan(): Promise<ScanResultDto> {
     const out: ScanResultDto = { created: [], skipped: [] };
-    const existing = new Set((await this.backend.list()).map((t) => t.name));
+    const listed = await this.backend.list();
+    const existing = new Set(listed.map((t) => t.name));
+    await this.restoreAccess(listed);
     const wanted = new Map<string, ManifestEntry>(this.manifest.all());
     const claimedFiles = new Set([...wanted.values()].map((e) => e.file));
     for (const f of await this.images.list()) {

@@ -364,7 +364,7 @@ function CredentialCard({ id, hasNvme }: { id: string; hasNvme: boolean }) {
   }, [id], ['ledger', 'audit']);
   const c = cred.data;
   const issue = async (rotate: boolean) => {
-    if (rotate && !(await confirmAction('Rotate the storage credential?', 'A new DH-HMAC-CHAP secret, TLS PSK and iSCSI CHAP secret (LIO disks) are issued and pushed to the agents; the worker picks them up at its next boot.', { confirm: 'Rotate' }))) return;
+    if (rotate && !(await confirmAction('Rotate the storage credential?', 'A new DH-HMAC-CHAP secret, TLS PSK and iSCSI CHAP secret (iSCSI disks) are issued and pushed to the agents; the worker picks them up at its next boot.', { confirm: 'Rotate' }))) return;
     if (await act.run(() => call(api.PUT('/workers/{worker_id}/credential', { params: { path: { worker_id: id } }, body: { generate: true } })))) {
       notify(rotate ? 'credential rotated' : 'credential issued');
       void cred.reload();
@@ -373,9 +373,9 @@ function CredentialCard({ id, hasNvme }: { id: string; hasNvme: boolean }) {
   return (
     <section class="card" aria-label="NVMe-oF credentials">
       <h3>NVMe-oF credentials</h3>
-      <p class="muted">Also the iSCSI CHAP secret of the worker's LIO disks (derived from the DH-HMAC-CHAP key).</p>
+      <p class="muted">Also the iSCSI CHAP secret of the worker's iSCSI disks (derived from the DH-HMAC-CHAP key).</p>
       <ErrorBox error={act.error ?? cred.error} onClose={act.clear} />
-      {c === null && <p class="muted">No credential{hasNvme ? '' : ': one is issued with the first NVMe/TCP or LIO disk'}.</p>}
+      {c === null && <p class="muted">No credential{hasNvme ? '' : ': one is issued with the first NVMe/TCP or iSCSI disk'}.</p>}
       {c && (
         <>
           <dl class="kv">

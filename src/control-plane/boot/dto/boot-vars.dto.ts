@@ -12,7 +12,7 @@ export class BootVarsDto {
    */
   iscsi_sep?: string;
   /**
-   * A worker with disks on LIO: the CHAP user name its targets require (the worker id). In the
+   * A worker with iSCSI disks on LIO or stgt: the CHAP user name its targets require (the worker id). In the
    * iPXE script `set username`, the setting iPXE's iSCSI initiator answers CHAP with.
    */
   iscsi_username?: string;

@@ -66,7 +66,7 @@ export class ReconcilePushDto {
 export class ReconcileAccessDto {
   worker_id!: string;
   agent!: string;
-  /** The LIO target. */
+  /** The iSCSI target (LIO or stgt). */
   iqn!: string;
   /** drift (CHAP or ACL differs from the credential), rename (the worker's hostname, so its initiator name, changed). */
   reason!: string;
@@ -87,7 +87,7 @@ export class ReconcileResultDto {
   removed!: ReconcilePushDto[];
   @ApiProperty({ type: [ReconcilePushDto] })
   failed!: ReconcilePushDto[];
-  /** LIO targets whose node ACL or CHAP credential was set again (failures included, with their error). */
+  /** iSCSI targets whose initiator ACL or CHAP credential was set again (failures included, with their error). */
   @ApiProperty({ type: [ReconcileAccessDto] })
   iscsi_access!: ReconcileAccessDto[];
   /** Pushes and removals waiting for their backoff. */
