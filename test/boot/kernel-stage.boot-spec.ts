@@ -1,10 +1,11 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { writeLinuxMaster } from '../../scripts/worker-image';
 import { spawnAgent, Tgtd } from '../helpers/agent';
 import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { pinnedIpxe } from '../helpers/ipxe';
+import { BootSession, bootWorker, kernelStageTftp, OS_UP as UP, seatWorker } from '../helpers/kernel-stage';
 
 /**
  * The kernel stage (issue 22) over iSCSI: qemu (TCG) with OVMF and Kurrent's iPXE as the NIC's
@@ -14,12 +15,6 @@ import { pinnedIpxe } from '../helpers/ipxe';
  * switches to it; the OS counts its boots in a file on that disk and says it is up
  * (POST /boots/os-up), which ends the boot session with the `os` stage.
  */
-const root = path.resolve(__dirname, '../..');
-const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
-const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
-const UP = /KURRENT-OS-UP boot=(\d+)/;
-
-type Session = { outcome: string; stage: string; started_at: string; stages: { stage: string; at: string; offset_ms: number; detail?: Record<string, string> }[] };
 
 describe('kernel stage: a Linux worker keeps its iSCSI disk after the firmware hands over', () => {
   const dir = tempDir('kurrent-kernel-stage-');
@@ -45,9 +40,7 @@ describe('kernel stage: a Linux worker keeps its iSCSI disk after the firmware h
     await t.app.listen(CP_PORT, '127.0.0.1');
     expect((await t.req('POST', '/agents', { id: 'st1', base_url: `http://127.0.0.1:${AGENT_PORT}`, iscsi_server: '10.0.2.2', role: { disk: true }, tags: ['storage', 'stgt'] })).status).toBe(201);
     await waitForMaster(t, '_tpl_linux.img');
-    tftp = path.join(dir, 'tftp');
-    fs.mkdirSync(tftp);
-    fs.writeFileSync(path.join(tftp, 'boot.ipxe'), fs.readFileSync(path.join(root, 'docker/tftp/boot.ipxe'), 'utf8').replace(/^set controller-https .*$/m, `set controller-https https://10.0.2.2:${CP_PORT}`));
+    tftp = kernelStageTftp(dir, `https://10.0.2.2:${CP_PORT}`);
   }, 900_000);
 
   afterAll(async () => {
@@ -57,51 +50,11 @@ describe('kernel stage: a Linux worker keeps its iSCSI disk after the firmware h
     await tgtd.stop();
   });
 
-  /** A worker with a disk cloned from the Linux master, set as its default, and its device bound. */
-  async function seat(worker: string, mac: string): Promise<string> {
-    expect((await t.req('POST', '/devices', { mac })).status).toBe(201);
-    expect((await t.req('POST', '/workers', { worker_id: worker, mac })).status).toBe(201);
-    const disk = await t.req('POST', `/workers/${worker}/luns/disk`, { type: 'master', os: 'debian', name: '_tpl_linux.img' });
-    expect([disk.status, disk.status === 201 ? null : disk.body]).toEqual([201, null]);
-    expect((await t.req('PUT', `/workers/${worker}/default-os`, { os: 'debian', menu_timeout: 100 })).status).toBe(200);
-    return disk.body.disks[0].iqn;
-  }
+  const seat = (worker: string, mac: string) => seatWorker(t, worker, mac, '_tpl_linux.img');
+  const boot = (vars: string, mac: string, hostname: string, whileUp?: () => Promise<void>) =>
+    bootWorker({ vars, mac, hostname, tftp, rom: path.join(ipxe.out, '8086100e.efirom'), whileUp, track: (q) => (qemu = q) });
 
-  /**
-   * One power-on of the VM whose NVRAM is `vars`, until its OS says it is up (or 300 s); then the
-   * power is cut (no shutdown: what was written must already be on the disk). Returns the serial
-   * output and when (ms after power-on) each line first appeared.
-   */
-  async function boot(vars: string, mac: string, hostname: string): Promise<{ serial: string; t0: number; seen: Map<string, number> }> {
-    if (!fs.existsSync(vars)) fs.copyFileSync(OVMF_VARS, vars);
-    const serialFile = `${vars}.serial`;
-    fs.writeFileSync(serialFile, '');
-    const t0 = Date.now();
-    qemu = spawn(
-      'qemu-system-x86_64',
-      [
-        ...['-accel', 'tcg', '-cpu', 'max', '-m', '512', '-machine', 'q35', '-no-reboot', '-display', 'none', '-monitor', 'none'],
-        ...['-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF_CODE}`, '-drive', `if=pflash,format=raw,unit=1,file=${vars}`],
-        ...['-netdev', `user,id=n0,tftp=${tftp},bootfile=boot.ipxe,hostname=${hostname}`],
-        ...['-device', `e1000,netdev=n0,mac=${mac},romfile=${path.join(ipxe.out, '8086100e.efirom')}`, '-serial', `file:${serialFile}`],
-      ],
-      { stdio: 'ignore' },
-    );
-    const seen = new Map<string, number>();
-    const end = Date.now() + 300_000;
-    let serial = '';
-    while (Date.now() < end && qemu.exitCode === null && qemu.signalCode === null) {
-      serial = fs.readFileSync(serialFile, 'latin1');
-      for (const line of serial.split(/\r?\n/)) if (line.startsWith('kurrent-os:') && !seen.has(line)) seen.set(line, Date.now() - t0);
-      if (UP.test(serial) || serial.includes('kurrent-os: FAILED')) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    qemu.kill('SIGKILL');
-    await new Promise((r) => (qemu!.exitCode !== null || qemu!.signalCode !== null ? r(null) : qemu!.once('exit', r)));
-    return { serial: fs.readFileSync(serialFile, 'latin1'), t0, seen };
-  }
-
-  const sessions = async (mac: string) => (await t.req('GET', `/boots?mac=${mac}`)).body.items as Session[];
+  const sessions = async (mac: string) => (await t.req('GET', `/boots?mac=${mac}`)).body.items as BootSession[];
 
   it('mounts root from its network disk, keeps what it wrote across a power cycle, and its boot session ends at `os`', async () => {
     const MAC = '52:54:00:22:00:01';
@@ -154,5 +107,34 @@ describe('kernel stage: a Linux worker keeps its iSCSI disk after the firmware h
     expect(UP.exec(other.serial)?.[1]).toBe('1');
     expect(other.serial).toContain(`on iSCSI ${iqn2} as iqn.`);
     expect(iqn2).not.toBe(iqn);
+
+    // Nor could it reach that disk: a real initiator given exactly what lin-02's OS holds in its
+    // iBFT (its initiator name and CHAP credential) is refused by lin-01's target, let into its own.
+    const varsOf = async (mac: string) => (await t.req('GET', `/boot-vars?mac=${mac}&format=json`)).body;
+    const [v1, v2] = [await varsOf(MAC), await varsOf(MAC2)];
+    const base = iqn.slice(0, iqn.lastIndexOf(':'));
+    const chap1 = { userid: v1.iscsi_username, secret: v1.iscsi_password };
+    const chap2 = { userid: v2.iscsi_username, secret: v2.iscsi_password };
+    expect([chap1.userid, chap2.userid]).toEqual(['lin-01', 'lin-02']);
+    expect((await tgtd.login(iqn2, `${base}:lin-02`, chap2)).ok).toBe(true);
+    expect((await tgtd.login(iqn, `${base}:lin-02`, chap2)).ok).toBe(false);
+    expect((await tgtd.login(iqn, `${base}:lin-01`, chap2)).ok).toBe(false); // lin-01's name, lin-02's secret
+    expect((await tgtd.login(iqn, `${base}:lin-02`, chap1)).ok).toBe(false); // lin-02's name, lin-01's secret
+    expect((await tgtd.login(iqn, `${base}:lin-01`, chap1)).ok).toBe(true);
+
+    // lin-01's credential revoked while its OS runs: the running OS keeps its session (not the
+    // control plane's to cut), the target is locked for the next login, and the next power-on is
+    // refused before any OS code runs (no menu item for the disk, the session failed with the reason).
+    const third = await boot(vm, MAC, 'lin-01', async () => {
+      expect((await t.req('DELETE', '/workers/lin-01/credential')).status).toBe(200);
+    });
+    expect(UP.exec(third.serial)?.[1]).toBe('3');
+    // The revocation answered after its sync locked the target: the old secret is refused now.
+    expect((await tgtd.login(iqn, `${base}:lin-01`, chap1)).ok).toBe(false);
+    const refused = await boot(vm, MAC, 'lin-01');
+    expect(refused.serial).not.toMatch(UP);
+    expect(refused.serial).not.toContain('kurrent-os:');
+    const [last] = await sessions(MAC);
+    expect(last).toMatchObject({ outcome: 'failed', reason: expect.stringContaining('credential is revoked') });
   }, 1_800_000);
 });
