@@ -3,6 +3,8 @@
  *  1. Clone of a 10 GiB sparse master on a loop-mounted btrfs: reflink vs the sparse-copy
  *     fallback on the same data, ratio printed.
  *  2. 100 disks created concurrently from one master through the agent API on a real tgtd.
+ *  3. Those 100 disks, written to, restored to the master at once (reset mode, POST /luns/reset),
+ *     as a ratio to step 2 in the same run.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -76,6 +78,36 @@ async function main() {
     const targets = execFileSync('tgtadm', ['-C', String(control), '--lld', 'iscsi', '--mode', 'target', '--op', 'show'], { encoding: 'utf8' }).match(/^Target \d+:/gm)?.length ?? 0;
     console.log('\n== 100 disks from one master, concurrently, agent API on a real tgtd (btrfs reflink) ==');
     console.log(`total ${fmt(totalMs)} ms (target < 5,000 ms); ${ok} x 201, ${100 - ok} errors; tgtd holds ${targets} targets`);
+
+    // 100 seats in reset mode booting at once: each disk written to (as a day in a café does),
+    // then all restored to the master through the agent at the same time (issue 26).
+    const scribble = Buffer.alloc(16 << 20, 0xa5);
+    for (let i = 0; i < 100; i++) {
+      const f = fs.openSync(path.join(disks, `seat-${String(i).padStart(3, '0')}.ubuntu.img`), 'r+');
+      fs.writeSync(f, scribble, 0, scribble.length, 0);
+      fs.closeSync(f);
+    }
+    execFileSync('sync');
+    t = performance.now();
+    const resets = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        fetch(`${url.replace('[::1]', '127.0.0.1')}/luns/reset`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ iqn: `${BASE}:seat-${String(i).padStart(3, '0')}.ubuntu`, master: '_tpl_bench.img' }),
+        }).then(async (r) => ({ status: r.status, ms: ((await r.json()) as { ms?: number }).ms ?? NaN })),
+      ),
+    );
+    const resetMs = performance.now() - t;
+    const each = resets.map((r) => r.ms).sort((x, y) => x - y);
+    const head = Buffer.alloc(64);
+    const f42 = fs.openSync(path.join(disks, 'seat-042.ubuntu.img'), 'r');
+    fs.readSync(f42, head, 0, 64, 0);
+    fs.closeSync(f42);
+    const restored = head.equals(Buffer.alloc(64, 0x5a));
+    console.log('\n== 100 reset-mode disks restored at once (POST /luns/reset, reflink in place), after 16 MiB written to each ==');
+    console.log(`total ${fmt(resetMs)} ms; ${resets.filter((r) => r.status === 200).length} x 200; one reflink p50 ${fmt(each[49], 1)} ms, p99 ${fmt(each[98], 1)} ms; restored byte-identical: ${restored}`);
+    console.log(`ratio reset-all / create-all (same agent, same run): ${fmt(resetMs / totalMs, 2)}`);
     await app.close();
   } finally {
     if (tgtd && tgtd.exitCode === null) {

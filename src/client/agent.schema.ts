@@ -132,6 +132,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/luns/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restores a disk to a master by reflink, in place: the same file (its target keeps serving
+         *     it), afterwards…
+         * @description Restores a disk to a master by reflink, in place: the same file (its target keeps serving
+         *     it), afterwards byte-identical to the master. Refused while any initiator holds a session
+         *     on the target (the disk is in use), where this backend cannot see sessions, and where
+         *     DISK_DIR cannot reflink (a full copy would take minutes on a boot's critical path).
+         */
+        post: operations["resetLunDisk"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/luns/scan": {
         parameters: {
             query?: never;
@@ -469,6 +493,19 @@ export interface components {
             subsystems?: string[];
             /** @description Retained TLS PSK, `NVMeTLSkey-1:<hh>:<base64>:`. */
             tls_psk?: string;
+        };
+        ResetLunDto: {
+            /** @description The disk's target (IQN, or NQN on nvmet). */
+            iqn: string;
+            master: string;
+        };
+        ResetLunResultDto: {
+            /** @description The disk's file, now byte-identical to the master (shares its extents). */
+            backing: string;
+            iqn: string;
+            master: string;
+            /** @description Time the reflink took. */
+            ms: number;
         };
         ScanCreatedDto: {
             cd: boolean;
@@ -883,6 +920,74 @@ export interface operations {
             };
             /** @description DISK_DIR is full, or too full for a copy of the master. Nothing was created. */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    resetLunDisk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResetLunDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResetLunResultDto"];
+                };
+            };
+            /** @description invalid input (the message names the field), or the target is a CD */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description disk target or master not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description an initiator holds a session on the disk, sessions cannot be seen, or DISK_DIR cannot reflink; nothing changed */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -967,6 +967,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/workers/{worker_id}/luns/disk/{os_tag}/mode": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * A disk's mode by its os_tag: persistent (keeps what the worker writes) or reset (restored to
+         *     its master by reflink at…
+         * @description A disk's mode by its os_tag: persistent (keeps what the worker writes) or reset (restored to
+         *     its master by reflink at the start of every boot of its worker, before /boot-vars answers;
+         *     never while an initiator holds a session on it). Audited `worker.disk.mode`.
+         */
+        put: operations["setWorkerDiskMode"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/workers/{worker_id}/luns/disk/{os}": {
         parameters: {
             query?: never;
@@ -1197,6 +1220,14 @@ export interface components {
         BatchDiskDto: {
             /** @description Return the plan execution would follow, change nothing. */
             dry_run?: boolean;
+            /**
+             * @description persistent (default): the disk keeps what the worker writes. reset: restored to its master
+             *     at the start of every boot of its worker, by reflink (type=master only; the agent's DISK_DIR
+             *     must reflink: btrfs, XFS).
+             * @default persistent
+             * @enum {string}
+             */
+            mode?: "persistent" | "reset";
             /** @description Master file name (type=master). */
             name?: string;
             /**
@@ -1523,6 +1554,14 @@ export interface components {
              * @example storage-stgt-01
              */
             disk_agent?: string;
+            /**
+             * @description persistent (default): the disk keeps what the worker writes. reset: restored to its master
+             *     at the start of every boot of its worker, by reflink (type=master only; the agent's DISK_DIR
+             *     must reflink: btrfs, XFS).
+             * @default persistent
+             * @enum {string}
+             */
+            mode?: "persistent" | "reset";
             /** @description Master file name (type=master). */
             name?: string;
             /**
@@ -1714,6 +1753,11 @@ export interface components {
             backing: string;
             filename: string;
             iqn?: string;
+            /**
+             * @description persistent: keeps what the worker writes; reset: restored to its master (by reflink) at the start of every boot of its worker.
+             * @enum {string}
+             */
+            mode: "persistent" | "reset";
             nqn?: string;
             os: string;
             /** @description 12 lower-case hex digits, unique per disk. */
@@ -1722,6 +1766,13 @@ export interface components {
             source: components["schemas"]["DiskSourceDto"];
             /** @enum {string} */
             transport?: "iscsi" | "nvme-tcp";
+        };
+        DiskModeDto: {
+            /**
+             * @description persistent: keeps what the worker writes; reset: restored to its master at every boot (the next boot restores it).
+             * @enum {string}
+             */
+            mode: "persistent" | "reset";
         };
         DiskSourceDto: {
             /** @description Master image file name (type=master). */
@@ -5858,6 +5909,95 @@ export interface operations {
                 };
             };
             /** @description Upstream agent unreachable. Or: The state directory is not writable (read-only volume). Nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    setWorkerDiskMode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                worker_id: string;
+                os_tag: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DiskModeDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerDto"];
+                };
+            };
+            /** @description invalid mode, or reset for a disk not cloned from a master */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description worker or disk not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description reset on an agent whose DISK_DIR cannot reflink */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description The state directory is not writable (read-only volume). Nothing was changed. */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -271,6 +271,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
         os_version: null,
         os_tag: expect.stringMatching(/^[0-9a-f]{12}$/),
         source: { type: 'master', name: '_tpl_ubuntu_2204.img' },
+        mode: 'persistent',
       },
     ]);
     expect(fs.readFileSync(path.join(diskA, 'w1.ubuntu.img')).subarray(0, 11).toString()).toBe('KURRENT-MBR');

@@ -79,6 +79,7 @@ describe('OpenAPI document', () => {
         'PUT /workers/{worker_id}/credential setWorkerCredential',
         'PUT /workers/{worker_id}/default-disk setWorkerDefaultDisk',
         'PUT /workers/{worker_id}/default-os setWorkerDefaultOs',
+        'PUT /workers/{worker_id}/luns/disk/{os_tag}/mode setWorkerDiskMode',
         'PUT /workers/{worker_id}/mac setWorkerMac',
       ].sort(),
     );
@@ -119,6 +120,7 @@ describe('storage agent OpenAPI document', () => {
         'POST /luns/disk',
         'POST /luns/cd',
         'PUT /luns/access',
+        'POST /luns/reset',
         'DELETE /luns',
         'POST /luns/scan',
         'GET /masters',

@@ -36,7 +36,7 @@ describe("a worker's boot readiness", () => {
       return state.enforcement;
     } };
     const sessions = { held: () => false };
-    const boot = new BootService(store as never, settings as never, disks, { bootMenuTimeoutMs: 5000 } as never, {} as never, {} as never, {} as never, sessions as never);
+    const boot = new BootService(store as never, settings as never, disks, { bootMenuTimeoutMs: 5000 } as never, {} as never, {} as never, {} as never, sessions as never, { ensure: () => null } as never);
     return { state, boot };
   };
   const nvmeDisk: DiskRecord = { agent: 'a1', transport: 'nvme-tcp', nqn: 'nqn.2026-07.com.k:w1.ubuntu', filename: 'w1.img', backing: '/d/w1.img', os: 'ubuntu', os_tag: 'aaaaaaaaaaaa', source: { type: 'empty', size: '1G' } };

@@ -84,10 +84,16 @@ export function workerCommands(ctx: CliContext): void {
       .requiredOption('--os <os>', 'windows | ubuntu | debian | centos | esxi')
       .option('--os-version <v>')
       .option('--master <file>', 'clone this master (_tpl_ image)')
-      .option('--size <size>', 'an empty disk of this size, e.g. 40G');
-  const specOf = (o: { os: string; osVersion?: string; master?: string; size?: string }) => {
+      .option('--size <size>', 'an empty disk of this size, e.g. 40G')
+      .option('--mode <mode>', 'persistent (default) | reset: restored to the master at every boot');
+  const specOf = (o: { os: string; osVersion?: string; master?: string; size?: string; mode?: string }) => {
     if (!!o.master === !!o.size) throw new CliError('give exactly one of --master or --size', EXIT.usage);
-    return { os: o.os, ...(o.osVersion ? { os_version: o.osVersion } : {}), ...(o.master ? { type: 'master' as const, name: o.master } : { type: 'empty' as const, size: o.size! }) };
+    return {
+      os: o.os,
+      ...(o.osVersion ? { os_version: o.osVersion } : {}),
+      ...(o.master ? { type: 'master' as const, name: o.master } : { type: 'empty' as const, size: o.size! }),
+      ...(o.mode ? { mode: o.mode as 'persistent' | 'reset' } : {}),
+    };
   };
   diskSpec(verb(disk, 'create', 'create a disk (placement picks the agent unless --agent)', 'kurrent workers disk create seat-01 --os ubuntu --master _tpl_ubuntu_2204.img'))
     .argument('<worker_id>')
@@ -95,7 +101,15 @@ export function workerCommands(ctx: CliContext): void {
     .action(async (id: string, o: { os: string; osVersion?: string; master?: string; size?: string; agent?: string }) => {
       const body = { ...specOf(o), ...(o.agent ? { disk_agent: o.agent } : {}) };
       const data = await call(api().POST('/workers/{worker_id}/luns/disk', { params: { path: { worker_id: id } }, body: body as never }));
-      print(data, () => table(data.disks as never, ['os', 'os_version', 'os_tag', 'agent', 'transport', 'iqn', 'nqn']));
+      print(data, () => table(data.disks as never, ['os', 'os_version', 'os_tag', 'mode', 'agent', 'transport', 'iqn', 'nqn']));
+    });
+  verb(disk, 'mode', 'persistent, or reset: restored to its master at the start of every boot (from the next boot on)', 'kurrent workers disk mode seat-01 3f2a9c0d1e4b reset')
+    .argument('<worker_id>')
+    .argument('<os_tag>', "the disk's os_tag (kurrent workers show <id>)")
+    .argument('<mode>', 'persistent | reset')
+    .action(async (id: string, osTag: string, mode: string) => {
+      const data = await call(api().PUT('/workers/{worker_id}/luns/disk/{os_tag}/mode', { params: { path: { worker_id: id, os_tag: osTag } }, body: { mode: mode as 'persistent' | 'reset' } }));
+      print(data, () => table(data.disks as never, ['os', 'os_version', 'os_tag', 'mode', 'agent', 'iqn', 'nqn']));
     });
   verb(disk, 'delete', 'delete a disk (the .img stays unless --delete-file)', 'kurrent workers disk delete seat-01 ubuntu --delete-file --yes')
     .argument('<worker_id>')

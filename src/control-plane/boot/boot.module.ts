@@ -6,13 +6,14 @@ import { SettingsModule } from '../settings/settings.module';
 import { BootController } from './boot.controller';
 import { BootService } from './boot.service';
 import { ChallengeService } from './challenge.service';
+import { DiskResetService } from './disk-reset.service';
 import { DiskVarsResolver } from './disk-vars';
 import { IpxeScriptsService } from './ipxe-scripts.service';
 
 @Module({
   imports: [SettingsModule, StorageNodesModule, CredentialsModule, BootsModule],
   controllers: [BootController],
-  providers: [BootService, DiskVarsResolver, ChallengeService, IpxeScriptsService],
+  providers: [BootService, DiskVarsResolver, DiskResetService, ChallengeService, IpxeScriptsService],
   exports: [BootService],
 })
 export class BootModule {}

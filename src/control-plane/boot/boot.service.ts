@@ -12,6 +12,7 @@ import { KeyObject } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
 import { ChallengeService, ChallengeUse } from './challenge.service';
+import { DiskResetService } from './disk-reset.service';
 import { DiskVarsResolver } from './disk-vars';
 import { BOOT_BLOCKERS, BootBlockerCode, BootReadinessDto } from './dto/boot-readiness.dto';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
@@ -60,6 +61,7 @@ export class BootService implements OnModuleInit {
     private readonly challenges: ChallengeService,
     private readonly clock: Clock,
     private readonly sessions: BootSessionsService,
+    private readonly resets: DiskResetService,
   ) {}
 
   /** Parsed public keys per MAC (the KeyObject is what makes a verification cheap). */
@@ -199,7 +201,21 @@ export class BootService implements OnModuleInit {
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootVarsDto> {
+    // A boot (iPXE asks in the ipxe form; tools ask JSON) of a worker with reset-mode disks waits
+    // for their restore before the answer; a restore that failed refuses the boot.
+    const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    const reset = mac ? this.resets.ensure(mac) : null;
+    if (reset) {
+      return reset.then((o) => (o.ok ? this.answer('vars', rawMac, rawHostname, format, nonce, sig, (who) => this.varsFor(who, format)) : this.resetRefused(mac!, o.reason)));
+    }
     return this.answer('vars', rawMac, rawHostname, format, nonce, sig, (who) => this.varsFor(who, format));
+  }
+
+  /** The empty script for a boot whose reset-mode disks could not be restored, recorded on its session with why. */
+  private resetRefused(mac: string, reason: string): string {
+    const worker = this.store.read().devices.get(mac)?.bound_worker_id ?? undefined;
+    this.sessions.seen({ mac, stage: 'vars', ...(worker ? { worker } : {}), detail: { answer: 'empty', reason } });
+    return EMPTY_SCRIPT;
   }
 
   /** The cached answer of (route, format, mac, hostname), or the one rendered now (and cached when it may be). */

@@ -4,7 +4,7 @@ import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import type { AgentUsageDto } from '../../shared/agent-contract/capabilities.dto';
-import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, MasterDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
+import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, MasterDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, StorageNodeRegistry, BASE_URL_RULE, normalizeBaseUrl } from './storage-node-registry';
 import type {
@@ -210,6 +210,11 @@ export class StorageNodesService implements OnApplicationBootstrap {
   createDisk(id: string, dto: CreateLunDiskDto, client: string): Promise<CreatedLunDto> {
     const a = this.withRole(id, 'disk');
     return this.audited('agent.create_disk', a, { iqn: dto.iqn, client }, () => this.gateway.call(a, 'POST', '/luns/disk', { body: dto }));
+  }
+
+  /** POST /luns/reset on the disk's agent (not audited here: the caller records the outcome with its reason). */
+  resetDisk(a: AgentRecord, dto: ResetLunDto, timeoutMs: number): Promise<ResetLunResultDto> {
+    return this.gateway.call<ResetLunResultDto>(a, 'POST', '/luns/reset', { body: dto, timeoutMs });
   }
 
   createCd(id: string, dto: CreateCdDto, client: string): Promise<CreatedLunDto> {

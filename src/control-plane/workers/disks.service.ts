@@ -12,7 +12,7 @@ import { CredentialsService } from '../credentials/credentials.service';
 import { IscsiAccessService } from '../credentials/iscsi-access.service';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { Mutex } from '../../shared/files/mutex';
-import { CdRecord, DiskRecord, targetName, WorkerRecord, WorkerState, withoutTarget } from '../repositories/ledger/records';
+import { CdRecord, DiskMode, DiskRecord, targetName, WorkerRecord, WorkerState, withoutTarget } from '../repositories/ledger/records';
 import type { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DiskSpecDto } from './dto/disk.dto';
 
 export function workerState(w: Pick<WorkerRecord, 'cd' | 'disks'>): WorkerState {
@@ -257,6 +257,7 @@ export class DisksService {
       os_version: spec.os_version ?? null,
       os_tag: plan.os_tag,
       source: spec.type === 'master' ? { type: 'master', name: spec.name! } : { type: 'empty', size: spec.size! },
+      ...(spec.mode === 'reset' ? { mode: 'reset' as const } : {}),
     };
     try {
       const w = await this.store.exclusive(() =>
@@ -270,7 +271,7 @@ export class DisksService {
           const next: WorkerRecord = { ...cur, disks: [...cur.disks, disk], ...(setDefault ? { default_os: spec.os, default_disk: plan.os_tag } : {}) };
           next.state = workerState(next);
           tx.workers.set(id, next);
-          tx.audit('worker.disk.create', { worker_id: id, os: spec.os, os_version: spec.os_version ?? null, agent: plan.agent.id, iqn: plan.name, os_tag: plan.os_tag, client });
+          tx.audit('worker.disk.create', { worker_id: id, os: spec.os, os_version: spec.os_version ?? null, agent: plan.agent.id, iqn: plan.name, os_tag: plan.os_tag, mode: spec.mode ?? 'persistent', client });
           return next;
         }),
       );
@@ -298,6 +299,7 @@ export class DisksService {
     const os_tag = this.newTag();
     // The agent says its kernel cannot serve this (no TLS, no DH-HMAC-CHAP): nothing is made.
     if (caps.kernel?.missing?.length) throw conflict(`agent ${agent.id} cannot serve disks: ${caps.kernel.missing.join('; ')}; nothing was created`);
+    if (spec.mode === 'reset') this.checkReflink(agent, caps);
     if (nvme) {
       if (!caps.base_nqn) throw new ApiError(502, `agent ${agent.id} reports no base_nqn`);
       return { agent, transport: 'nvme-tcp', name: `${caps.base_nqn}:${id}.${os_tag}`, filename: `${id}.${os_tag}.img`, os_tag };
@@ -368,6 +370,46 @@ export class DisksService {
     if (spec.type === 'master' && spec.size) throw badRequest('size: only with type=empty');
     if (spec.type === 'empty' && spec.name) throw badRequest('name: only with type=master');
     if (spec.size) parseSize('size', spec.size); // the range too, before any agent is called
+    if (spec.mode === 'reset' && spec.type !== 'master') throw badRequest('mode: reset needs type=master (a disk is restored to the master it was cloned from)');
+  }
+
+  /**
+   * PUT .../luns/disk/{os_tag}/mode: persistent or reset from now on (reset: the next boot
+   * restores the disk). Refused for a disk not cloned from a master, or on an agent whose
+   * DISK_DIR cannot reflink (as last reported).
+   */
+  async setMode(rawId: string, osTag: string, mode: DiskMode, client: string): Promise<WorkerRecord> {
+    const id = this.parseId(rawId);
+    return this.forWorker(id, async () => {
+      const w = this.store.read().workers.get(id);
+      if (!w) throw notFound(`worker not found: ${id}`);
+      const disk = w.disks.find((d) => d.os_tag === osTag);
+      if (!disk) throw notFound(`disk not found: ${id} has no disk with os_tag ${osTag} (disks: ${w.disks.map((d) => `${d.os}: ${d.os_tag}`).join(', ') || 'none'})`);
+      if (mode === 'reset') {
+        if (disk.source.type !== 'master') throw badRequest(`mode: reset needs a disk cloned from a master; the ${disk.os} disk of ${id} was made empty`);
+        const a = this.registry.get(disk.agent);
+        if (!a) throw notFound(`agent not found: ${disk.agent}`);
+        this.checkReflink(a, await this.capabilities(a));
+      }
+      return this.store.exclusive(() =>
+        this.store.commit((tx) => {
+          const cur = tx.workers.get(id);
+          const i = cur?.disks.findIndex((d) => d.os_tag === osTag) ?? -1;
+          if (!cur || i < 0) throw notFound(`disk not found: ${id} ${osTag} (deleted meanwhile)`);
+          const { mode: _old, ...rest } = cur.disks[i];
+          const disks = [...cur.disks];
+          disks[i] = mode === 'reset' ? { ...rest, mode } : rest;
+          tx.workers.set(id, { ...cur, disks });
+          tx.audit('worker.disk.mode', { worker_id: id, os: disk.os, os_tag: osTag, iqn: targetName(disk), mode, previous: _old ?? 'persistent', client });
+          return { ...cur, disks };
+        }),
+      );
+    });
+  }
+
+  /** reset is only ever a reflink: an agent whose DISK_DIR cannot do one is refused, naming why. */
+  private checkReflink(a: AgentRecord, caps: { fs_type?: string; kernel?: { reflink?: boolean } | null }): void {
+    if (caps.kernel?.reflink !== true) throw conflict(`mode: reset needs reflink, and agent ${a.id}'s DISK_DIR (${caps.fs_type ?? 'unknown filesystem'}) cannot reflink (btrfs or XFS can); nothing changed`);
   }
 
   /**

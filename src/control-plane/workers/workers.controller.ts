@@ -14,7 +14,7 @@ import {
 } from './dto/update-worker.dto';
 import { DeleteWorkerResultDto, WorkerDto, WorkerMacDto, WorkerStatusDto } from './dto/worker.dto';
 import { DisksService } from './disks.service';
-import { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DeleteDiskQueryDto } from './dto/disk.dto';
+import { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DeleteDiskQueryDto, DiskModeDto } from './dto/disk.dto';
 import { WorkersService } from './workers.service';
 
 @ApiTags('workers')
@@ -53,6 +53,17 @@ export class WorkersController {
   @Post(':worker_id/luns/disk')
   createDisk(@Param('worker_id') id: string, @Body() body: CreateDiskDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.createDisk(id, body, client);
+  }
+
+  /**
+   * A disk's mode by its os_tag: persistent (keeps what the worker writes) or reset (restored to
+   * its master by reflink at the start of every boot of its worker, before /boot-vars answers;
+   * never while an initiator holds a session on it). Audited `worker.disk.mode`.
+   */
+  @ApiErrors([400, 'invalid mode, or reset for a disk not cloned from a master'], [404, 'worker or disk not found'], [409, "reset on an agent whose DISK_DIR cannot reflink"], 'writes')
+  @Put(':worker_id/luns/disk/:os_tag/mode')
+  setDiskMode(@Param('worker_id') id: string, @Param('os_tag') osTag: string, @Body() body: DiskModeDto, @ClientIp() client: string): Promise<WorkerDto> {
+    return this.workers.setDiskMode(id, osTag, body.mode, client);
   }
 
   /** Deletes one system disk (target, and the .img with delete_file=true); clears default_os if it was this os. */

@@ -9,7 +9,7 @@ import { BindingService } from '../devices/binding.service';
 import { DnsmasqService } from '../dnsmasq/dnsmasq.service';
 import { CredentialsService } from '../credentials/credentials.service';
 import { LedgerRepository, Tx } from '../repositories/ledger/ledger.repository';
-import { CdRecord, newWorker, targetName, withoutTarget, WorkerRecord } from '../repositories/ledger/records';
+import { CdRecord, DiskMode, newWorker, targetName, withoutTarget, WorkerRecord } from '../repositories/ledger/records';
 import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import type { LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { DisksService, workerState } from './disks.service';
@@ -42,7 +42,7 @@ export class WorkersService {
       hostname: w.hostname,
       arch: w.arch,
       state: w.state,
-      disks: w.disks,
+      disks: w.disks.every((d) => d.mode) ? (w.disks as WorkerDto['disks']) : w.disks.map((d) => (d.mode ? d : { ...d, mode: 'persistent' as const })) as WorkerDto['disks'],
       cd: w.cd,
       worker_id: w.worker_id,
       mac,
@@ -188,6 +188,10 @@ export class WorkersService {
 
   async createDisk(rawId: string, dto: CreateDiskDto, client: string): Promise<WorkerDto> {
     return this.project(await this.disks.create(rawId, dto, client));
+  }
+
+  async setDiskMode(rawId: string, osTag: string, mode: DiskMode, client: string): Promise<WorkerDto> {
+    return this.project(await this.disks.setMode(rawId, osTag, mode, client));
   }
 
   async deleteDisk(rawId: string, os: string, q: DeleteDiskQueryDto, client: string): Promise<WorkerDto> {

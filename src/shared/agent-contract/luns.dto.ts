@@ -107,6 +107,31 @@ export class SetLunAccessDto {
   chap?: LunChapDto;
 }
 
+/** POST /luns/reset: a disk restored to a master, in place (the same file, the target keeps serving it). */
+export class ResetLunDto {
+  /** The disk's target (IQN, or NQN on nvmet). */
+  @IsString()
+  @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
+  iqn!: string;
+
+  /** The master (`_tpl_` file in DISK_DIR) the disk is restored to. */
+  @IsString()
+  @MaxLength(255)
+  @Matches(new RegExp(FILE_NAME_PATTERN), { message: 'master must be a plain file name without control, line-separator or format characters, not starting with a dot' })
+  @ApiProperty({ pattern: FILE_NAME_PATTERN, maxLength: 255 })
+  master!: string;
+}
+
+export class ResetLunResultDto {
+  iqn!: string;
+  master!: string;
+  /** The disk's file, now byte-identical to the master (shares its extents). */
+  backing!: string;
+  /** Time the reflink took. */
+  ms!: number;
+}
+
 export class CreateCdDto {
   /** ISO file name in DISK_DIR (no control, line-separator or format characters). */
   @IsString()

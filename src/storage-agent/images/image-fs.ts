@@ -154,6 +154,15 @@ export class ImageFs {
   }
 
   /**
+   * Reflink `src` over the existing `dst`, in place: the same inode (a target holding it open
+   * reads the new content at once), its data replaced by src's extents. Fails (ENOTSUP, EXDEV,
+   * EINVAL) without reflink; never falls back to a copy.
+   */
+  async reflinkOver(src: string, dst: string): Promise<void> {
+    await fsp.copyFile(this.pathOf(src), this.pathOf(dst), fs.constants.COPYFILE_FICLONE_FORCE);
+  }
+
+  /**
    * Copy that keeps holes: coreutils cp finds the data with SEEK_DATA/SEEK_HOLE (a 10 GiB master
    * with little data copies in milliseconds, where reading the holes would take seconds) and
    * turns zero runs into holes. Fails with EEXIST when dst exists.

@@ -2,7 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Post, Put, Query } from '@nest
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { MastersService } from '../images/masters.service';
-import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, InitiatorSessionsDto, MasterDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, InitiatorSessionsDto, MasterDto, ScanResultDto, LunTargetDto, ResetLunDto, ResetLunResultDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { LunsService } from './luns.service';
 
 @ApiTags('luns')
@@ -54,6 +54,19 @@ export class LunsController {
   @Put('luns/access')
   setAccess(@Body() body: SetLunAccessDto): Promise<LunTargetDto> {
     return this.luns.setAccess(body);
+  }
+
+  /**
+   * Restores a disk to a master by reflink, in place: the same file (its target keeps serving
+   * it), afterwards byte-identical to the master. Refused while any initiator holds a session
+   * on the target (the disk is in use), where this backend cannot see sessions, and where
+   * DISK_DIR cannot reflink (a full copy would take minutes on a boot's critical path).
+   */
+  @ApiErrors([400, 'invalid input (the message names the field), or the target is a CD'], [404, 'disk target or master not found'], [409, 'an initiator holds a session on the disk, sessions cannot be seen, or DISK_DIR cannot reflink; nothing changed'])
+  @HttpCode(200)
+  @Post('luns/reset')
+  reset(@Body() body: ResetLunDto): Promise<ResetLunResultDto> {
+    return this.luns.reset(body);
   }
 
   /** Read-only CD target of an ISO in DISK_DIR (backends with CD support only). */

@@ -6,7 +6,7 @@ import { KernelFeatureError, TARGET_BACKEND, TargetBackend, TargetInfo } from '.
 import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
 import { secretSha12 } from '../../shared/nvme-keys';
-import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, InitiatorSessionsDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, InitiatorSessionsDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { ManifestEntry, TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 
@@ -153,6 +153,43 @@ export class LunsService implements OnModuleInit {
         throw this.mapBackendError(e);
       }
       return { iqn, backing, cd: true };
+    });
+  }
+
+  /**
+   * POST /luns/reset: the disk's file restored to the master by reflink, in place. Checked
+   * first, nothing changed on refusal: a disk target (not a CD), a master, reflink here, and no
+   * initiator logged in to the target (a backend that cannot tell is refused: a reset under a
+   * running OS would corrupt it).
+   */
+  async reset(dto: ResetLunDto): Promise<ResetLunResultDto> {
+    checkTargetName('iqn', dto.iqn, this.base);
+    const master = checkFileName('master', dto.master);
+    if (!master.includes('_tpl_')) throw badRequest(`master: ${master} is not a master image (_tpl_)`);
+    const t = (await this.backend.list()).find((x) => x.name === dto.iqn);
+    if (!t) throw notFound(`disk target not found: ${dto.iqn}`);
+    if (t.cd) throw badRequest(`iqn: ${dto.iqn} is a CD target, not a disk`);
+    const file = this.manifest.get(dto.iqn)?.file ?? (t.backing?.startsWith(`${this.images.dir}/`) ? t.backing.slice(this.images.dir.length + 1) : null);
+    if (!file) throw conflict(`the disk of ${dto.iqn} is not a file in DISK_DIR (${t.backing ?? 'no backing'}); it is not reset`);
+    if (file === master || file.includes('_tpl_')) throw conflict(`the disk of ${dto.iqn} is a master (${file}); a master is never overwritten`);
+    if (!(await this.images.statInside(master))) throw notFound(`master not found: ${master}`);
+    const sessions = await this.backend.sessions();
+    if (sessions === null) throw conflict(`the ${this.backend.name} backend cannot see initiator sessions here, so a reset could pull the disk from under a running worker; nothing changed`);
+    const held = sessions.filter((x) => x.target === dto.iqn);
+    if (held.length) throw conflict(`an initiator holds a session on ${dto.iqn} (${held.map((x) => x.initiator).join(', ')}): the disk is in use and was not reset`);
+    if (this.busy.has(dto.iqn)) throw conflict(`another change of ${dto.iqn} is in progress`);
+    return this.claim([dto.iqn], async () => {
+      const t0 = performance.now();
+      try {
+        await this.images.reflinkOver(master, file);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV' || code === 'EINVAL' || code === 'ENOSYS') {
+          throw conflict(`DISK_DIR (${await this.images.fsType()}) cannot reflink, and a reset is only ever a reflink (a full copy would hold a boot for minutes); nothing changed`);
+        }
+        throw e;
+      }
+      return { iqn: dto.iqn, master, backing: this.images.pathOf(file), ms: Math.round((performance.now() - t0) * 10) / 10 };
     });
   }
 

@@ -129,6 +129,17 @@ function DisksCard({ worker, onChange }: { worker: Worker; onChange: () => void 
       onChange();
     }
   };
+  const setMode = async (d: Schemas['DiskDto'], mode: 'persistent' | 'reset') => {
+    if (
+      mode === 'reset' &&
+      !(await confirmAction(`Reset the ${d.os} disk at every boot?`, `From the next boot on, ${worker.worker_id}'s ${d.os} disk is restored to ${d.source.name ?? 'its master'} at the start of every boot: what the worker writes is discarded.`, { confirm: 'Reset at every boot' }))
+    )
+      return;
+    if (await act.run(() => call(api.PUT('/workers/{worker_id}/luns/disk/{os_tag}/mode', { params: { path: { worker_id: worker.worker_id, os_tag: d.os_tag! } }, body: { mode } })))) {
+      notify(mode === 'reset' ? `${d.os} disk: reset at every boot` : `${d.os} disk: persistent`);
+      onChange();
+    }
+  };
   const remove = async (d: Schemas['DiskDto']) => {
     let deleteFile = false;
     const ok = await confirmAction(
@@ -165,6 +176,7 @@ function DisksCard({ worker, onChange }: { worker: Worker; onChange: () => void 
               <th>Agent</th>
               <th>Target</th>
               <th>Source</th>
+              <th>Mode</th>
               <th>Default</th>
               <th />
             </tr>
@@ -185,6 +197,17 @@ function DisksCard({ worker, onChange }: { worker: Worker; onChange: () => void 
                   <code class="small">{d.iqn ?? d.nqn}</code>
                 </td>
                 <td>{d.source.type === 'master' ? `master ${d.source.name ?? ''}` : `empty ${d.source.size ?? ''}`}</td>
+                <td>
+                  {d.mode === 'reset' ? <Badge kind="pending">reset at boot</Badge> : 'persistent'}
+                  {d.os_tag && d.source.type === 'master' && (
+                    <>
+                      <br />
+                      <button type="button" class="link" disabled={act.busy} onClick={() => void setMode(d, d.mode === 'reset' ? 'persistent' : 'reset')}>
+                        {d.mode === 'reset' ? 'Make persistent' : 'Reset at every boot'}
+                      </button>
+                    </>
+                  )}
+                </td>
                 <td>{d.os_tag && d.os_tag === worker.default_disk ? <Badge kind="ready">default</Badge> : ''}</td>
                 <td class="row-actions">
                   {d.os_tag && d.os_tag !== worker.default_disk && (

@@ -76,7 +76,13 @@ export interface DiskRecord {
   os_version?: string | null;
   os_tag?: string;
   source: { type: 'master'; name: string } | { type: 'empty'; size: string };
+  /** `reset`: restored to its master at the start of every boot of its worker; absent: persistent. */
+  mode?: DiskMode;
 }
+
+/** persistent: keeps what the worker writes (the default); reset: back to its master at every boot. */
+export const DISK_MODES = ['persistent', 'reset'] as const;
+export type DiskMode = (typeof DISK_MODES)[number];
 
 export interface CdRecord {
   agent: string;

@@ -37,6 +37,24 @@ export class DiskSpecDto {
   @Matches(SIZE_PATTERN, { message: `must be ${SIZE_FORMS}` })
   @ApiProperty({ required: false, pattern: SIZE_PATTERN.source, example: '40G' })
   size?: string;
+
+  /**
+   * persistent (default): the disk keeps what the worker writes. reset: restored to its master
+   * at the start of every boot of its worker, by reflink (type=master only; the agent's DISK_DIR
+   * must reflink: btrfs, XFS).
+   */
+  @IsOptional()
+  @IsIn(['persistent', 'reset'])
+  @ApiProperty({ required: false, enum: ['persistent', 'reset'], default: 'persistent' })
+  mode?: 'persistent' | 'reset';
+}
+
+/** PUT /workers/{worker_id}/luns/disk/{os_tag}/mode. */
+export class DiskModeDto {
+  /** persistent: keeps what the worker writes; reset: restored to its master at every boot (the next boot restores it). */
+  @IsIn(['persistent', 'reset'], { message: 'must be persistent or reset' })
+  @ApiProperty({ enum: ['persistent', 'reset'] })
+  mode!: 'persistent' | 'reset';
 }
 
 export class CreateDiskDto extends DiskSpecDto {

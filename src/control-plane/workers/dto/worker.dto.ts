@@ -25,6 +25,9 @@ export class DiskDto {
   /** 12 lower-case hex digits, unique per disk. */
   os_tag?: string;
   source!: DiskSourceDto;
+  /** persistent: keeps what the worker writes; reset: restored to its master (by reflink) at the start of every boot of its worker. */
+  @ApiProperty({ enum: ['persistent', 'reset'] })
+  mode!: 'persistent' | 'reset';
 }
 
 export class CdDto {
