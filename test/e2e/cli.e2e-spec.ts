@@ -176,6 +176,13 @@ describe('kurrent CLI', () => {
     const batch = await ok(['workers', 'disk', 'batch', '--workers', 'seat-02', '--os', 'debian', '--size', '1G']);
     expect(batch.out).toMatch(/^done: 1 ok, 0 skipped, 0 failed/);
     expect(batch.err).toBe('creating 1 disks...\n');
+    // Disk modes: the table shows each disk's; reset only for a master clone (400 names why), and the 404 of an unknown tag.
+    const mode = await ok(['workers', 'disk', 'mode', 'seat-01', tag, 'persistent']);
+    expect(mode.out).toMatch(new RegExp(`ubuntu\\s+22\\.04\\s+${tag}\\s+persistent\\s+n1`));
+    const emptyTag = (await ok(['workers', 'show', 'seat-02', '--json'])).json.disks[0].os_tag;
+    const noMaster = await cli(['workers', 'disk', 'mode', 'seat-02', emptyTag, 'reset']);
+    expect([noMaster.code, noMaster.err]).toEqual([1, expect.stringContaining('400: mode: reset needs a disk cloned from a master')]);
+    expect((await cli(['workers', 'disk', 'mode', 'seat-02', 'aaaaaaaaaaaa', 'reset'])).code).toBe(4);
     expect((await ok(['workers', 'default-disk', 'seat-01', tag, '--json'])).json).toMatchObject({ default_disk: tag, default_os: 'ubuntu' });
     expect((await ok(['workers', 'default-os', 'seat-01', '--timeout', '3000', '--json'])).json.boot.menu_timeout).toBe(3000);
     expect((await ok(['workers', 'mac', 'seat-01', '52:54:00:00:00:03', '--json'])).json).toMatchObject({ mac: '52:54:00:00:00:03', changed: true });

@@ -35,7 +35,10 @@ export class DiskResetService {
     private readonly config: AppConfig,
     private readonly clock: Clock,
   ) {
-    sessions.onStarted((mac) => void this.ensure(mac));
+    // A boot's report starts the restore; /boot-vars then finds it under way (or done).
+    sessions.onStarted((mac, stage) => {
+      if (stage === 'report') void this.ensure(mac);
+    });
   }
 
   /**
@@ -48,12 +51,14 @@ export class DiskResetService {
     if (d?.state !== 'bound' || !d.bound_worker_id) return null;
     const w = ledger.workers.get(d.bound_worker_id);
     if (!w || !w.disks.some((x) => x.mode === 'reset')) return null;
-    // No session known (no report came first): this request is the start of one.
-    const session = this.sessions.latest(mac)?.session.started ?? -1;
+    // The restore of this boot: begun at its report, or by an earlier /boot-vars of it. A session
+    // that is over (booted, failed, stuck) belongs to an earlier boot: this request (a boot that
+    // sent no report) starts a new restore, as does a boot no session is known of.
+    const latest = this.sessions.latest(mac);
     const cur = this.current.get(w.worker_id);
-    if (cur && session !== -1 && cur.session === session) return cur.outcome;
+    if (cur && latest && cur.session === latest.session.started && latest.outcome === 'in_progress') return cur.outcome;
     const outcome = this.resetAll(w);
-    this.current.set(w.worker_id, { session, outcome });
+    this.current.set(w.worker_id, { session: latest?.outcome === 'in_progress' ? latest.session.started : -1, outcome });
     return outcome;
   }
 

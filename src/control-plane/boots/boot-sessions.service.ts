@@ -58,7 +58,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   private readonly holdListeners: ((mac: string) => void)[] = [];
   private readonly stageListeners: ((stage: BootStage, seconds: number) => void)[] = [];
   private readonly endListeners: ((outcome: BootOutcome) => void)[] = [];
-  private readonly startListeners: ((mac: string) => void)[] = [];
+  private readonly startListeners: ((mac: string, stage: string) => void)[] = [];
   private readonly loopAudits = new EventBudget(UNAUTHENTICATED_AUDITS_PER_MINUTE);
   /** Devices whose boot (seen here) was sent to a disk and has not logged in yet: DiskLoginWatcher asks their agents. */
   private readonly awaiting = new Map<string, DiskWait>();
@@ -114,8 +114,8 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   }
 
   /** Called with the outcome of each boot this control plane saw end (once per boot). */
-  /** Called with the MAC of each boot that begins here (its first request reached this control plane). */
-  onStarted(fn: (mac: string) => void): void {
+  /** Called with the MAC and first stage of each boot that begins here (its first request reached this control plane). */
+  onStarted(fn: (mac: string, stage: string) => void): void {
     this.startListeners.push(fn);
   }
 
@@ -248,7 +248,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
         this.awaiting.set(e.mac, { mac: e.mac, ...(e.worker ? { worker: e.worker } : {}), target: e.detail.disk, agent: e.detail.agent, since: e.at });
       } else if (e.stage !== 'menu' && e.stage !== 'challenge') this.awaiting.delete(e.mac);
       if (before && before !== s) this.count(before, endedOutcome(before, e.at, stuckMs));
-      if (before !== s) for (const fn of this.startListeners) fn(e.mac);
+      if (before !== s) for (const fn of this.startListeners) fn(e.mac, e.stage);
       // The timeline returns a session only when it marked this stage on it.
       for (const fn of this.stageListeners) fn(e.stage as BootStage, (e.at - s.started) / 1000);
       if (e.stage === 'disk' || e.stage === 'vars') {

@@ -259,7 +259,7 @@ export function MasterPicker({ masters, value, onChange, id }: { masters: Schema
 function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => void }) {
   const act = useAction();
   const masters = useMasters();
-  const [f, setF] = useState({ type: 'master' as 'master' | 'empty', name: '', os: 'windows' as Os, os_version: '', size: '', disk_agent: '' });
+  const [f, setF] = useState({ type: 'master' as 'master' | 'empty', name: '', os: 'windows' as Os, os_version: '', size: '', disk_agent: '', mode: 'persistent' as 'persistent' | 'reset' });
   // The API never makes a single new disk the default (reference 7.3: set separately, seed 004:
   // no default means the reboot loop); the page offers it, ticked while the worker has none.
   const [makeDefault, setMakeDefault] = useState(!worker.default_disk && !worker.default_os);
@@ -277,6 +277,7 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
             os: f.os,
             ...(f.os_version.trim() ? { os_version: f.os_version.trim() } : {}),
             ...(f.disk_agent ? { disk_agent: f.disk_agent } : {}),
+            ...(f.type === 'master' && f.mode === 'reset' ? { mode: 'reset' as const } : {}),
           };
           const r = await act.run(async () => {
             const w = await call(api.POST('/workers/{worker_id}/luns/disk', { params: { path: { worker_id: worker.worker_id } }, body }));
@@ -324,6 +325,14 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
             ))}
           </select>
         </Field>
+        {f.type === 'master' && (
+          <Field label="Mode" hint="reset: back to the master at every boot">
+            <select name="mode" value={f.mode} onChange={(e) => setF({ ...f, mode: e.currentTarget.value as 'persistent' | 'reset' })}>
+              <option value="persistent">persistent</option>
+              <option value="reset">reset at every boot</option>
+            </select>
+          </Field>
+        )}
         <label class="check">
           <input type="checkbox" checked={makeDefault} onChange={(e) => setMakeDefault(e.currentTarget.checked)} /> Make it the default boot disk
         </label>
