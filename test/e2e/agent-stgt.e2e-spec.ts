@@ -229,6 +229,14 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
     expect((await tgtd.login(open, B)).ok).toBe(false);
     expect((await tgtd.login(open, A, { userid: 'w2', secret: 'ThirdSecret0123456789abc' })).ok).toBe(true);
 
+    // Two disks of one user made at once: one account, both let in (tgtd's accounts change one at a time).
+    const w3 = { userid: 'w3', secret: 'FourthSecret0123456789ab' };
+    const both = await Promise.all([`${BASE}:w3.ubuntu`, `${BASE}:w3.debian`].map((iqn) => a.req('POST', '/luns/disk', { iqn, size: '1G', allowed_initiators: [A], chap: w3 })));
+    expect(both.map((r) => r.status)).toEqual([201, 201]);
+    expect((await tgtd.login(`${BASE}:w3.ubuntu`, A, w3)).ok).toBe(true);
+    expect((await tgtd.login(`${BASE}:w3.debian`, A, w3)).ok).toBe(true);
+    for (const iqn of [`${BASE}:w3.ubuntu`, `${BASE}:w3.debian`]) expect((await a.req('DELETE', `/luns?iqn=${iqn}`)).status).toBe(200);
+
     // Deleting a user's last target deletes its account: no secret stays in tgtd.
     expect((await a.req('DELETE', `/luns?iqn=${d1}`)).status).toBe(200);
     expect(tgtd.accounts().sort()).toEqual(['w1', 'w2']);

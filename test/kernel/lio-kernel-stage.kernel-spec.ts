@@ -13,7 +13,9 @@ import { BootSession, bootWorker, kernelStageTftp, OS_UP, seatWorker } from '../
  * gave; its initramfs logs in again from the iBFT iPXE published (the same initiator name and
  * CHAP credential, never on the kernel command line), mounts root from the disk and switches to
  * it; the OS keeps what it wrote across a power cut. LIO's own login counters show both logins
- * (firmware and kernel) accepted with CHAP and none refused.
+ * (firmware and kernel) accepted with CHAP and none refused. In reset mode the same disk is
+ * restored to its master (reflink on the guest's btrfs) before each boot: the OS's boot count
+ * starts over every time.
  */
 const TOKEN = 'kn-lio-stage';
 const MAC = '52:54:00:22:10:01';
@@ -89,5 +91,17 @@ describe('kernel stage on LIO: a Linux worker keeps its CHAP-protected disk on t
     const second = await bootWorker({ vars, mac: MAC, hostname: 'lin-lio', tftp, rom, track });
     expect(OS_UP.exec(second.serial)?.[1]).toBe('2');
     expect(await node.exec('dmesg | grep -iE "CHAP|not authorized|Security negotiation" || true')).toBe('');
+
+    // The same disk in reset mode (issue 26): restored to the master (btrfs reflink in the guest)
+    // at the start of each boot, after the last boot's session on LIO has gone: the OS finds a
+    // disk that never saw a boot, every time.
+    const tag = (await t.req('GET', '/workers/lin-lio')).body.disks[0].os_tag;
+    expect((await t.req('PUT', `/workers/lin-lio/luns/disk/${tag}/mode`, { mode: 'reset' })).status).toBe(200);
+    for (let i = 0; i < 2; i++) {
+      const clean = await bootWorker({ vars, mac: MAC, hostname: 'lin-lio', tftp, rom, track });
+      expect(OS_UP.exec(clean.serial)?.[1]).toBe('1');
+    }
+    const resets = (await t.req('GET', '/operations?op=disk.reset')).body.entries;
+    expect(resets.map((e: { status: string; iqn: string }) => [e.status, e.iqn])).toEqual([['ok', iqn], ['ok', iqn]]);
   }, 1_200_000);
 });

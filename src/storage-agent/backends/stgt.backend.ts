@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
+import { Mutex } from '../../shared/files/mutex';
 import { ProcessRunner } from '../../shared/process-runner';
 import { Chap, InitiatorSession, KernelFeatures, noKernelFeatures, TargetBackend, TargetInfo } from './backend';
 
@@ -33,6 +34,8 @@ export class StgtBackend implements TargetBackend {
   private loaded = false;
   /** CHAP user -> the secret this process gave tgtd. */
   private readonly secrets = new Map<string, string>();
+  /** tgtd's accounts are global: one change of them at a time (two disks of one worker made at once share one). */
+  private readonly accounts = new Mutex();
 
   constructor(
     private readonly proc: ProcessRunner,
@@ -116,7 +119,11 @@ export class StgtBackend implements TargetBackend {
    * has no update), which unbinds the account everywhere: a lock account nobody knows the secret
    * of is bound to those targets first, so none of them admits a login without CHAP meanwhile.
    */
-  private async ensureAccount(chap: Chap): Promise<void> {
+  private ensureAccount(chap: Chap): Promise<void> {
+    return this.accounts.run(() => this.setAccount(chap));
+  }
+
+  private async setAccount(chap: Chap): Promise<void> {
     if (this.secrets.get(chap.userid) === chap.secret && (await this.accountExists(chap.userid))) return;
     const bound = (await this.show()).filter((t) => t.accounts.includes(chap.userid)).map((t) => String(t.tid));
     if (!(await this.accountExists(chap.userid))) {
@@ -145,10 +152,12 @@ export class StgtBackend implements TargetBackend {
   }
 
   /** An account no target uses any more goes (a deleted worker's secret does not stay in tgtd). */
-  private async dropIfUnbound(user: string): Promise<void> {
-    if ((await this.show()).some((t) => t.accounts.includes(user))) return;
-    await this.tgtadm('--mode', 'account', '--op', 'delete', '--user', user).catch(() => undefined);
-    this.secrets.delete(user);
+  private dropIfUnbound(user: string): Promise<void> {
+    return this.accounts.run(async () => {
+      if ((await this.show()).some((t) => t.accounts.includes(user))) return;
+      await this.tgtadm('--mode', 'account', '--op', 'delete', '--user', user).catch(() => undefined);
+      this.secrets.delete(user);
+    });
   }
 
   /**
