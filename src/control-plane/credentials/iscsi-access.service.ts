@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { deriveIscsiChapSecret, secretSha12 } from '../../shared/nvme-keys';
 import { AgentGateway } from '../storage-nodes/agent-gateway';
 import { StorageNodeRegistry } from '../storage-nodes/storage-node-registry';
-import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { AuditService } from '../audit/audit.service';
 import type { LunChapDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { AppConfig } from '../config/app-config';
@@ -36,7 +35,6 @@ export class IscsiAccessService {
   constructor(
     private readonly credentials: CredentialsService,
     private readonly registry: StorageNodeRegistry,
-    private readonly storageNodes: StorageNodesService,
     private readonly gateway: AgentGateway,
     private readonly store: LedgerRepository,
     private readonly audit: AuditService,
@@ -45,12 +43,14 @@ export class IscsiAccessService {
     credentials.onCredentialChange((id, reason) => this.syncWorker(id, reason));
   }
 
-  /** Whether a disk is an iSCSI target on an agent with initiator ACLs and CHAP (LIO, stgt). */
+  /**
+   * Whether a disk is an iSCSI target, closed to its worker's initiator name with CHAP: every one
+   * is (LIO and stgt, the iSCSI backends, both have initiator ACLs and CHAP). Decided by the disk
+   * record alone, never by a probe: after a control-plane restart the first boots of a storm come
+   * before any agent was asked what it runs, and they must get their CHAP pair.
+   */
   hasInitiatorAcl(disk: DiskRecord): boolean {
-    if (disk.transport !== 'iscsi' || !disk.iqn) return false;
-    const a = this.registry.get(disk.agent);
-    const backend = a && this.storageNodes.backendOf(a);
-    return backend === 'lio' || backend === 'stgt';
+    return (disk.transport ?? 'iscsi') === 'iscsi' && !!disk.iqn;
   }
 
   /** The CHAP credential a worker's iSCSI disks require now: null when revoked, undefined without a credential. */
