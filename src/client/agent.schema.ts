@@ -184,11 +184,51 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Master images (`_tpl_` files) from the background scan
-         * @description Master images (`_tpl_` files) from the background scan.
+         * Master images (`_tpl_` files) and their versions, from the background scan
+         * @description Master images (`_tpl_` files) and their versions, from the background scan.
          */
         get: operations["listMasters"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Deletes a version's file; its number is never given again
+         * @description Deletes a version's file; its number is never given again.
+         */
+        delete: operations["deleteMasterVersion"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/versions/{version}/note": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sets the note of a version (its bytes never change)
+         * @description Sets the note of a version (its bytes never change).
+         */
+        put: operations["setMasterVersionNote"];
         post?: never;
         delete?: never;
         options?: never;
@@ -356,6 +396,8 @@ export interface components {
             iqn: string;
             /** @description Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
             master?: string;
+            /** @description With master: the version to clone (default: the latest; a `_tpl_` file changed since becomes a new version first). */
+            master_version?: number;
             /**
              * @description Empty sparse disk size: 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. Exclusive with master.
              * @example 40G
@@ -372,10 +414,16 @@ export interface components {
             backing: string;
             cd?: boolean;
             iqn: string;
+            /** @description Cloned from a master: the version it holds. */
+            master_version?: number;
         };
         DeletedLunDto: {
             delete_file: boolean;
             deleted: string;
+        };
+        DeletedMasterVersionDto: {
+            name: string;
+            version: number;
         };
         DeletedNvmeHostDto: {
             /** @description The host NQN that was removed (with its allowed_hosts links). */
@@ -461,11 +509,37 @@ export interface components {
             tid?: number;
         };
         MasterDto: {
+            /** @description The newest version (what a disk cloned without naming a version gets); null while a dropped file settles. */
+            latest: number | null;
             /** @description Unix seconds. */
             mtime: number;
             name: string;
+            /** @description Bytes (of the `_tpl_` file; of the latest version when the file was removed). */
+            size: number;
+            /** @description Oldest first. */
+            versions: components["schemas"]["MasterVersionDto"][];
+        };
+        MasterNoteDto: {
+            /** @description What changed in this version (up to 500 characters, one line). */
+            note: string;
+        };
+        MasterVersionDto: {
+            /** @description Bytes allocated on disk (sparse images hold less than their size). */
+            allocated: number;
+            /** @description Unix seconds. */
+            created: number;
+            note: string;
+            /**
+             * @description drop: a `_tpl_` file placed in DISK_DIR; promote: a maintenance disk made a version; transfer: copied from another agent.
+             * @enum {string}
+             */
+            origin: "drop" | "promote" | "transfer";
+            /** @description SHA-256 of the whole content, holes read as zeros: the same on every agent that holds the version. */
+            sha256: string;
             /** @description Bytes. */
             size: number;
+            /** @description 1, 2, ...: never reused, also after a version is deleted. */
+            version: number;
         };
         NvmeHostDto: {
             dhchap_ctrl_key_sha256: string | null;
@@ -498,6 +572,8 @@ export interface components {
             /** @description The disk's target (IQN, or NQN on nvmet). */
             iqn: string;
             master: string;
+            /** @description The version restored (default: the version the disk was cloned from, else the latest). */
+            version?: number;
         };
         ResetLunResultDto: {
             /** @description The disk's file, now byte-identical to the master (shares its extents). */
@@ -506,6 +582,8 @@ export interface components {
             master: string;
             /** @description Time the reflink took. */
             ms: number;
+            /** @description The master version the disk now holds. */
+            version: number;
         };
         ScanCreatedDto: {
             cd: boolean;
@@ -1053,6 +1131,135 @@ export interface operations {
             };
             /** @description Missing or invalid bearer token. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    deleteMasterVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedMasterVersionDto"];
+                };
+            };
+            /** @description name or version malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no such version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description a disk of this agent was cloned from the version, or the `_tpl_` file in DISK_DIR is this version; nothing was deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    setMasterVersionNote: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MasterNoteDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MasterVersionDto"];
+                };
+            };
+            /** @description name, version or note malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no such version */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -591,11 +591,51 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Master images of every enabled disk-role agent
-         * @description Master images of every enabled disk-role agent.
+         * Master images of every enabled disk-role agent, with their versions; `catalog` gathers each master's versions over the…
+         * @description Master images of every enabled disk-role agent, with their versions; `catalog` gathers each master's versions over the agents.
          */
         get: operations["listMasters"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Deletes a version on every agent holding it; refused while any disk holds it
+         * @description Deletes a version on every agent holding it; refused while any disk holds it. Its number is never given again.
+         */
+        delete: operations["deleteMasterVersion"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/versions/{version}/note": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sets a version's note on every agent holding it
+         * @description Sets a version's note on every agent holding it.
+         */
+        put: operations["setMasterVersionNote"];
         post?: never;
         delete?: never;
         options?: never;
@@ -1248,6 +1288,8 @@ export interface components {
              * @enum {string}
              */
             type: "master" | "empty";
+            /** @description The master version to clone (type=master; default: the latest on the chosen agent). */
+            version?: number;
         } & ({
             name: unknown;
             size?: unknown;
@@ -1581,6 +1623,8 @@ export interface components {
              * @enum {string}
              */
             type: "master" | "empty";
+            /** @description The master version to clone (type=master; default: the latest on the chosen agent). */
+            version?: number;
         } & ({
             name: unknown;
             size?: unknown;
@@ -1605,6 +1649,8 @@ export interface components {
             iqn: string;
             /** @description Master file in DISK_DIR to clone (reflink, else sparse copy). Exclusive with size. */
             master?: string;
+            /** @description With master: the version to clone (default: the latest; a `_tpl_` file changed since becomes a new version first). */
+            master_version?: number;
             /**
              * @description Empty sparse disk size: 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. Exclusive with master.
              * @example 40G
@@ -1643,6 +1689,8 @@ export interface components {
             backing: string;
             cd?: boolean;
             iqn: string;
+            /** @description Cloned from a master: the version it holds. */
+            master_version?: number;
         };
         CredentialDto: {
             agents: components["schemas"]["CredentialPushDto"][];
@@ -1724,6 +1772,12 @@ export interface components {
             failed: components["schemas"]["DeleteBatchFailedDto"][];
             succeeded: components["schemas"]["DeleteBatchSucceededDto"][];
         };
+        DeletedMasterVersionOutDto: {
+            /** @description Agents that deleted their copy. */
+            deleted_on: string[];
+            name: string;
+            version: number;
+        };
         DeviceDto: {
             /** @description The binding authority: the worker this device boots as. */
             bound_worker_id: string | null;
@@ -1781,6 +1835,8 @@ export interface components {
             size?: string;
             /** @enum {string} */
             type: "master" | "empty";
+            /** @description The master version the disk holds (type=master; absent on disks made before versions). */
+            version?: number;
         };
         DnsmasqBindingDto: {
             hostname: string;
@@ -1885,13 +1941,74 @@ export interface components {
             /** @description stgt target id. */
             tid?: number;
         };
+        MasterCatalogDto: {
+            latest: number | null;
+            name: string;
+            /** @description Disks of this master made before versions existed (they restore to the latest version of their agent). */
+            unversioned_disks: number;
+            versions: components["schemas"]["MasterVersionCatalogDto"][];
+        };
+        MasterNoteDto: {
+            /** @description What changed in this version (up to 500 characters, one line). */
+            note: string;
+        };
         MasterOutDto: {
+            /** @description The newest version (what a disk cloned without naming a version gets); null while a dropped file settles. */
+            latest: number | null;
+            /** @description Unix seconds. */
             mtime: number;
             name: string;
+            /** @description Bytes (of the `_tpl_` file; of the latest version when the file was removed). */
             size: number;
+            /** @description Oldest first. */
+            versions: components["schemas"]["MasterVersionDto"][];
+        };
+        MasterVersionCatalogDto: {
+            /** @description Agents holding these bytes under this number. */
+            agents: string[];
+            /** @description Bytes allocated on disk (sparse images hold less than their size). */
+            allocated: number;
+            /** @description Agents holding other bytes under the same number (dropped separately on each): a version to resolve before it is rolled out. */
+            conflicting_agents?: string[];
+            /** @description Unix seconds. */
+            created: number;
+            /** @description Disks in the ledger that hold this version (cloned from it, or restored to it). */
+            disks: number;
+            note: string;
+            /**
+             * @description drop: a `_tpl_` file placed in DISK_DIR; promote: a maintenance disk made a version; transfer: copied from another agent.
+             * @enum {string}
+             */
+            origin: "drop" | "promote" | "transfer";
+            /** @description SHA-256 of the whole content, holes read as zeros: the same on every agent that holds the version. */
+            sha256: string;
+            /** @description Bytes. */
+            size: number;
+            /** @description 1, 2, ...: never reused, also after a version is deleted. */
+            version: number;
+        };
+        MasterVersionDto: {
+            /** @description Bytes allocated on disk (sparse images hold less than their size). */
+            allocated: number;
+            /** @description Unix seconds. */
+            created: number;
+            note: string;
+            /**
+             * @description drop: a `_tpl_` file placed in DISK_DIR; promote: a maintenance disk made a version; transfer: copied from another agent.
+             * @enum {string}
+             */
+            origin: "drop" | "promote" | "transfer";
+            /** @description SHA-256 of the whole content, holes read as zeros: the same on every agent that holds the version. */
+            sha256: string;
+            /** @description Bytes. */
+            size: number;
+            /** @description 1, 2, ...: never reused, also after a version is deleted. */
+            version: number;
         };
         MastersDto: {
             agents: components["schemas"]["AgentMastersDto"][];
+            /** @description Per master, the versions over every agent that answered. */
+            catalog: components["schemas"]["MasterCatalogDto"][];
         };
         OpenWindowDto: {
             /** @description How many new devices it may admit (omit or null: no quota). */
@@ -4410,6 +4527,153 @@ export interface operations {
             };
             /** @description Missing or invalid bearer token. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent failed. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    deleteMasterVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedMasterVersionOutDto"];
+                };
+            };
+            /** @description name or version malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no enabled disk agent holds the version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description a disk holds the version, or an agent refused (the message says where it was deleted and where not) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent failed. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    setMasterVersionNote: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MasterNoteDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MasterVersionDto"];
+                };
+            };
+            /** @description name, version or note malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no enabled disk agent holds the version */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -24,7 +24,7 @@ export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
       'the boot path (/boot-vars, /boot-menu, /devices/report, /devices/challenge, /ipxe/{name}), the booted OS\'s /boots/os-up, and /healthz; ' +
       '/metrics too with IPXE_CP_METRICS_PUBLIC=true. Outside this document, /docs (Swagger UI), /openapi.json and the web UI\'s static files need no token either.',
     4839,
-    ['agents', 'boot', 'boots', 'changes', 'credentials', 'devices', 'health', 'metrics', 'operations', 'reconciler', 'settings', 'workers'],
+    ['agents', 'boot', 'boots', 'changes', 'credentials', 'devices', 'health', 'masters', 'metrics', 'operations', 'reconciler', 'settings', 'workers'],
   )
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_CP_TOKEN), not a JWT.' })
     .build();

@@ -3,6 +3,7 @@ import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
 import { logDestination } from '../shared/http/log-destination';
 import { StorageNodesModule } from './storage-nodes/storage-nodes.module';
+import { MastersModule } from './masters/masters.module';
 import { AuditModule } from './audit/audit.module';
 import { BootModule } from './boot/boot.module';
 import { BootsModule } from './boots/boots.module';
@@ -49,6 +50,7 @@ export class AppModule {
         DnsmasqModule,
         SettingsModule,
         StorageNodesModule,
+        MastersModule,
         DevicesModule,
         CredentialsModule,
         WorkersModule,

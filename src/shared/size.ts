@@ -21,3 +21,11 @@ export function parseSize(field: string, raw: unknown): number {
   if (bytes % 512 !== 0) throw badRequest(`${field}: must be a multiple of 512 bytes`);
   return bytes;
 }
+
+/** 40G, 1.5M, 512B: the short form of a byte count for messages. */
+export function humanSize(n: number): string {
+  for (const [u, f] of [['T', 2 ** 40], ['G', 2 ** 30], ['M', 2 ** 20], ['K', 2 ** 10]] as const) {
+    if (n >= f) return `${Math.round((n / f) * 10) / 10}${u}`;
+  }
+  return `${n}B`;
+}

@@ -18,6 +18,8 @@ export class AgentConfig {
   baseNqn!: string;
   /** Master scan period (ms). */
   masterScanMs!: number;
+  /** A dropped `_tpl_` file unchanged this long (ms) becomes a version at the next scan (a file still being copied in does not). */
+  masterSettleMs!: number;
   /** stgt: tgtd management port (tgtadm -C); 0 = the default socket. */
   tgtControlPort!: number;
   /** lio: configfs root of the target subsystem; nvmet: of nvmet. */
@@ -66,6 +68,7 @@ export function loadAgentConfig(env: Env, cwd = process.cwd()): AgentConfig {
     throw new ConfigError(`IPXE_AGENT_BASE_NQN must look like nqn.2026-07.com.example, got ${JSON.stringify(c.baseNqn)}`);
   }
   c.masterScanMs = int(env, 'IPXE_AGENT_MASTER_SCAN_SECONDS', 30, 1, 86_400) * 1000;
+  c.masterSettleMs = int(env, 'IPXE_AGENT_MASTER_SETTLE_SECONDS', 10, 0, 86_400) * 1000;
   c.tgtControlPort = int(env, 'IPXE_AGENT_TGT_CONTROL_PORT', 0, 0, 65535);
   const dfltRoot = backend === 'nvmet' ? '/sys/kernel/config/nvmet' : '/sys/kernel/config/target';
   c.configfsRoot = path.resolve(cwd, env.IPXE_AGENT_CONFIGFS_ROOT || dfltRoot);

@@ -17,7 +17,7 @@ export function buildAgentOpenApi(app: NestFastifyApplication): OpenAPIObject {
     'One storage node: image directory, masters, reflink clones, iSCSI (stgt, LIO) or NVMe/TCP (nvmet) targets. ' +
       'Called by the control plane only; `Authorization: Bearer <IPXE_AGENT_TOKEN>` when a token is set, on every route but /healthz.',
     4840,
-    ['luns', 'nvme', 'system'],
+    ['luns', 'masters', 'nvme', 'system'],
   )
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (IPXE_AGENT_TOKEN), not a JWT.' })
     .build();

@@ -17,7 +17,8 @@ import { KernelInfo } from './backends/kernel-info';
 import { KernelNvmeKeyring, NoNvmeKeyring } from './backends/nvme-keyring';
 import { StgtBackend } from './backends/stgt.backend';
 import { ImageFs } from './images/image-fs';
-import { MastersService } from './images/masters.service';
+import { MasterStoreController } from './images/master-store.controller';
+import { MasterStoreService } from './images/master-store.service';
 import { LunsController } from './luns/luns.controller';
 import { LunsService } from './luns/luns.service';
 import { TargetManifest } from './luns/manifest';
@@ -54,7 +55,7 @@ export class AgentModule {
           forRoutes: [],
         }),
       ],
-      controllers: [SystemController, LunsController, NvmeHostsController],
+      controllers: [SystemController, LunsController, MasterStoreController, NvmeHostsController],
       providers: [
         { provide: AgentConfig, useValue: config },
         { provide: BEARER_TOKEN, useValue: config.token },
@@ -64,7 +65,7 @@ export class AgentModule {
         { provide: TARGET_BACKEND, useFactory: (proc: ProcessRunner, files: FileSystem) => createBackend(config, proc, files), inject: [ProcessRunner, FileSystem] },
         TargetManifest,
         SystemService,
-        MastersService,
+        MasterStoreService,
         LunsService,
         NvmeHostsService,
         { provide: APP_GUARD, useClass: AuthGuard },

@@ -61,14 +61,14 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
       expect(caps.fs_type).toBe('ext4');
       expect(caps.max_file_size).toBeGreaterThan(4 * 2 ** 40 - 2 ** 20);
       expect(caps.max_file_size).toBeLessThan(4 * 2 ** 40);
-      expect(fs.readdirSync(disks).sort()).toEqual(['w0.abcdefabcdef.img']); // the partial build was swept
+      expect(fs.readdirSync(disks).sort()).toEqual(['.masters', 'w0.abcdefabcdef.img']); // the partial build was swept
       expect((await a.req('GET', '/luns')).body).toEqual([]); // and the 0-byte image not exported
 
       for (const size of ['64T', '5T']) {
         const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w1.abcdefabcdef`, size });
         expect(r.status).toBe(400);
         expect(r.body.message).toMatch(/^size: .* is larger than the largest file the ext4 filesystem of DISK_DIR can hold \(\d+ bytes, 4T\)$/);
-        expect(fs.readdirSync(disks).sort()).toEqual(['w0.abcdefabcdef.img']);
+        expect(fs.readdirSync(disks).sort()).toEqual(['.masters', 'w0.abcdefabcdef.img']);
       }
       // The retry with a size that fits works (no 409 from a leftover).
       const ok = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w1.abcdefabcdef`, size: '3T' });
@@ -81,18 +81,31 @@ describe('images: reflink clones on btrfs, sparse copies elsewhere', () => {
       expect((await a.req('GET', '/luns')).body.map((t: any) => t.nqn)).toEqual([`${NQN}:w1.abcdefabcdef`]);
     });
 
-    it('a copy that cannot fit (no reflink on ext4) is a 507 and leaves nothing', async () => {
+    it('a copy that cannot fit (no reflink on ext4) is a 507 and leaves nothing: the version of the master, then the disk', async () => {
       const disks = path.join(mnt, 'images2');
       fs.mkdirSync(disks);
-      // 40 MiB of real data: one copy fits in the 64 MiB filesystem, a second does not.
-      const fd = fs.openSync(path.join(disks, '_tpl_full.img'), 'w');
-      for (let i = 0; i < 40; i++) fs.writeSync(fd, Buffer.alloc(1 << 20, i + 1));
-      fs.closeSync(fd);
+      const fill = (name: string, mib: number) => {
+        const fd = fs.openSync(path.join(disks, name), 'w');
+        for (let i = 0; i < mib; i++) fs.writeSync(fd, Buffer.alloc(1 << 20, i + 1));
+        fs.closeSync(fd);
+      };
+      // 40 MiB of real data: the master itself fits in the 64 MiB filesystem, its version (a copy without reflink) does not.
+      fill('_tpl_full.img', 40);
       a = await startAgent({ IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_CONFIGFS_ROOT: path.join(tempDir('kurrent-nvmet-'), 'nvmet'), DISK_DIR: disks }, tempDir());
       const r = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w2.abcdefabcdef`, master: '_tpl_full.img' });
       expect(r.status).toBe(507);
-      expect(r.body.message).toMatch(/DISK_DIR is too full for a copy of _tpl_full\.img: it needs 40M, .* free \(no reflink here\); nothing was created/);
-      expect(fs.readdirSync(disks)).toEqual(['_tpl_full.img']);
+      expect(r.body.message).toMatch(/^DISK_DIR is too full for a copy of _tpl_full\.img: it needs 40M, .* free \(no reflink here, so each version of a master is a copy\); nothing was created$/);
+      expect(fs.readdirSync(disks).sort()).toEqual(['.masters', '_tpl_full.img']);
+      expect(fs.readdirSync(path.join(disks, '.masters', '_tpl_full.img'))).toEqual([]);
+      expect((await a.req('GET', '/luns')).body).toEqual([]);
+      // 25 MiB: the version fits (50 MiB used), a disk cloned from it (a third copy) does not.
+      fs.rmSync(path.join(disks, '_tpl_full.img'));
+      fill('_tpl_full.img', 25);
+      const r2 = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w2.abcdefabcdef`, master: '_tpl_full.img' });
+      expect(r2.status).toBe(507);
+      expect(r2.body.message).toMatch(/^DISK_DIR is too full for a copy of .*_tpl_full\.img.*: it needs 25M, .* free \(no reflink here\); nothing was created$/);
+      expect(fs.readdirSync(disks).sort()).toEqual(['.masters', '_tpl_full.img']);
+      expect((await a.req('GET', '/masters')).body).toEqual([expect.objectContaining({ name: '_tpl_full.img', latest: 1, versions: [expect.objectContaining({ version: 1, size: 25 << 20, origin: 'drop' })] })]);
       expect((await a.req('GET', '/luns')).body).toEqual([]);
     });
   });

@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { makeFile, startAgent, TestAgent, Tgtd } from '../helpers/agent';
 
 const BASE = 'iqn.2026-07.com.controller';
+const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 const CONTROL = 3000 + (process.pid % 1000);
 const PORTAL = 13000 + (process.pid % 1000);
 
@@ -38,7 +40,7 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
     await new Promise((r) => setTimeout(r, 10));
     const d = await a.req('POST', '/luns/disk', { iqn: `${BASE}:worker-01.ubuntu`, master: '_tpl_ubuntu_2204.img' });
     expect(d.status).toBe(201);
-    expect(d.body).toEqual({ iqn: `${BASE}:worker-01.ubuntu`, backing: path.join(a.diskDir, 'worker-01.ubuntu.img') });
+    expect(d.body).toEqual({ iqn: `${BASE}:worker-01.ubuntu`, backing: path.join(a.diskDir, 'worker-01.ubuntu.img'), master_version: 1 });
     const clone = fs.readFileSync(d.body.backing);
     expect(clone.equals(fs.readFileSync(path.join(a.diskDir, '_tpl_ubuntu_2204.img')))).toBe(true);
     expect(fs.statSync(d.body.backing).blocks * 512).toBeLessThan(4 << 20); // holes kept
@@ -76,7 +78,15 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
       masters = (await a.req('GET', '/masters')).body;
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect(masters).toEqual([{ name: '_tpl_ubuntu_2204.img', size: 64 << 20, mtime: expect.any(Number) }]);
+    expect(masters).toEqual([
+      {
+        name: '_tpl_ubuntu_2204.img',
+        size: 64 << 20,
+        mtime: expect.any(Number),
+        latest: 1,
+        versions: [{ version: 1, size: 64 << 20, allocated: expect.any(Number), sha256: sha256(path.join(a.diskDir, '_tpl_ubuntu_2204.img')), created: expect.any(Number), note: '', origin: 'drop' }],
+      },
+    ]);
   });
 
   it('409 for an existing iqn or file; concurrent creates of one IQN: exactly one wins', async () => {

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { Clock } from '../../src/control-plane/common/clock';
 import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
 import { startApp, tempDir, TestApp } from '../helpers/app';
+import { until } from '../helpers/poll';
 
 const off = process.pid % 500;
 const CONTROL = 5000 + off;
@@ -10,17 +11,6 @@ const PORTAL = CONTROL + 10000;
 const AGENT_PORT = 26000 + off;
 const MAC = '02:00:00:00:25:01';
 const LOOPER = '02:00:00:00:25:02';
-
-/** Polls fn until it returns a truthy value or the deadline passes (then the last value is returned for the assertion). */
-async function until<T>(fn: () => Promise<T>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!v && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 100));
-    v = await fn();
-  }
-  return v;
-}
 
 describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, loops and holds', () => {
   const tgtd = new Tgtd(CONTROL, PORTAL);

@@ -183,6 +183,21 @@ describe('kurrent CLI', () => {
     const noMaster = await cli(['workers', 'disk', 'mode', 'seat-02', emptyTag, 'reset']);
     expect([noMaster.code, noMaster.err]).toEqual([1, expect.stringContaining('400: mode: reset needs a disk cloned from a master')]);
     expect((await cli(['workers', 'disk', 'mode', 'seat-02', 'aaaaaaaaaaaa', 'reset'])).code).toBe(4);
+    // Master versions: the disk holds version 1 (its create took the file as version 1); notes; deleting a version in use is a conflict.
+    expect(created.json.disks[0].source).toEqual({ type: 'master', name: '_tpl_ubuntu_2204.img', version: 1 });
+    const pinned = await ok(['workers', 'disk', 'create', 'seat-03', '--os', 'centos', '--master', '_tpl_ubuntu_2204.img', '--master-version', '1', '--json']);
+    expect(pinned.json.disks[0].source.version).toBe(1);
+    expect((await cli(['workers', 'disk', 'create', 'seat-03', '--os', 'debian', '--size', '1G', '--master-version', '1'])).code).toBe(2);
+    expect((await cli(['workers', 'disk', 'create', 'seat-03', '--os', 'debian', '--master', '_tpl_ubuntu_2204.img', '--master-version', 'one'])).code).toBe(2);
+    expect((await ok(['masters', 'note', '_tpl_ubuntu_2204.img', '1', 'first drop'])).out).toBe('_tpl_ubuntu_2204.img version 1: first drop\n');
+    const versions = await ok(['masters', 'versions', '_tpl_ubuntu_2204.img', '--json']);
+    expect(versions.json).toMatchObject({ name: '_tpl_ubuntu_2204.img', latest: 1, versions: [{ version: 1, agents: ['n1'], disks: 2, note: 'first drop', origin: 'drop' }] });
+    expect((await ok(['masters', 'versions'])).out).toMatch(/^MASTER +VERSION +SIZE +SHA256[^\n]*\n_tpl_ubuntu_2204\.img +1 +\S+ +[0-9a-f]{12} .* n1 +2 +first drop/);
+    expect((await ok(['masters'])).out).toMatch(/n1 +_tpl_ubuntu_2204\.img +\S+ +\S+ +1\n/);
+    const inUse = await cli(['masters', 'delete-version', '_tpl_ubuntu_2204.img', '1', '--yes']);
+    expect([inUse.code, inUse.err]).toEqual([5, expect.stringContaining('409: version 1 of _tpl_ubuntu_2204.img is in use by 2 disk(s)')]);
+    expect((await cli(['masters', 'delete-version', '_tpl_ubuntu_2204.img', '1'])).code).toBe(2); // destructive: --yes off a terminal
+    expect((await cli(['masters', 'versions', '_tpl_none.img'])).code).toBe(4);
     expect((await ok(['workers', 'default-disk', 'seat-01', tag, '--json'])).json).toMatchObject({ default_disk: tag, default_os: 'ubuntu' });
     expect((await ok(['workers', 'default-os', 'seat-01', '--timeout', '3000', '--json'])).json.boot.menu_timeout).toBe(3000);
     expect((await ok(['workers', 'mac', 'seat-01', '52:54:00:00:00:03', '--json'])).json).toMatchObject({ mac: '52:54:00:00:00:03', changed: true });

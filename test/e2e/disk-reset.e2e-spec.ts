@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { makeFile, spawnAgent, Tgtd, useLoopMount } from '../helpers/agent';
 import { startApp, tempDir, TestApp } from '../helpers/app';
+import { until } from '../helpers/poll';
 
 const off = process.pid % 500;
 const CONTROL = 5600 + off;
@@ -11,17 +12,6 @@ const AGENT_PORT = 27000 + off;
 const NVME_PORT = 27600 + off;
 const CAFE = '02:00:00:00:26:01';
 const OFFICE = '02:00:00:00:26:02';
-
-/** Polls fn until it returns a truthy value or the deadline passes (the last value goes to the assertion). */
-async function until<T>(fn: () => Promise<T>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!v && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 100));
-    v = await fn();
-  }
-  return v;
-}
 
 /**
  * Disk modes (issue 26): a `reset` disk is restored to its master, by reflink on a real btrfs
@@ -174,7 +164,7 @@ describe('disk modes: reset at every boot, by reflink, never under a session', (
       expect((await t.req('POST', '/agents', { id: 'nv', base_url: `http://127.0.0.1:${NVME_PORT}`, token: 'tok', role: { disk: true } })).status).toBe(201);
       const noReflink = await t.req('POST', '/workers/office-01/luns/disk', { type: 'master', os: 'centos', name: '_tpl_ubuntu_2204.img', mode: 'reset', disk_agent: 'nv' });
       expect([noReflink.status, noReflink.body.message]).toEqual([409, expect.stringMatching(/^mode: reset needs reflink, and agent nv's DISK_DIR \(\w+\) cannot reflink/)]);
-      expect(fs.readdirSync(path.join(dir, 'ext4-images'))).toEqual(['_tpl_ubuntu_2204.img']);
+      expect(fs.readdirSync(path.join(dir, 'ext4-images')).sort()).toEqual(['.masters', '_tpl_ubuntu_2204.img']);
       expect((await t.req('GET', '/workers/office-01')).body.disks.map((d: { os: string }) => d.os).sort()).toEqual(['debian', 'ubuntu']);
     });
   });

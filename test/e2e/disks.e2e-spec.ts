@@ -209,7 +209,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
   });
 
   it('GET /masters: per-agent errors with an audit record, 502 when all fail, [] with none', async () => {
-    expect((await t.req('GET', '/masters')).body).toEqual({ agents: [] });
+    expect((await t.req('GET', '/masters')).body).toEqual({ agents: [], catalog: [] });
     await register(true);
     const r = await t.req('GET', '/masters');
     expect(r.status).toBe(200);
@@ -270,7 +270,7 @@ describe('control plane with real agents (stgt on tgtd, nvmet on a configfs root
         os: 'ubuntu',
         os_version: null,
         os_tag: expect.stringMatching(/^[0-9a-f]{12}$/),
-        source: { type: 'master', name: '_tpl_ubuntu_2204.img' },
+        source: { type: 'master', name: '_tpl_ubuntu_2204.img', version: 1 },
         mode: 'persistent',
       },
     ]);

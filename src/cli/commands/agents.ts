@@ -80,9 +80,51 @@ export function agentCommands(ctx: CliContext): void {
     });
 
   // ---- masters ----
-  verb(program, 'masters', 'master images of every agent', 'kurrent masters').action(async () => {
+  const masters = verb(program, 'masters', 'master images of every agent, with their latest version (subcommands: versions, note, delete-version)', 'kurrent masters').action(async () => {
     const data = await call(api().GET('/masters'));
-    print(data, () => table(data.agents.flatMap((a) => a.masters.map((m) => ({ agent: a.agent, ...m }))), ['agent', 'name', 'size', 'mtime']));
+    print(data, () => table(data.agents.flatMap((a) => a.masters.map((m) => ({ agent: a.agent, ...m }))), ['agent', 'name', 'size', 'mtime', 'latest']));
   });
+  verb(masters, 'versions', 'the versions of each master over all agents: checksum, agents holding it, disks on it', 'kurrent masters versions _tpl_ubuntu_2204.img')
+    .argument('[name]', 'only this master')
+    .action(async (name: string | undefined) => {
+      const data = await call(api().GET('/masters'));
+      const catalog = data.catalog.filter((m) => !name || m.name === name);
+      if (name && !catalog.length) throw new CliError(`404: no agent holds a master named ${name}`, EXIT.notFound);
+      print(name ? catalog[0] : data.catalog, () =>
+        table(
+          catalog.flatMap((m) =>
+            m.versions.map((v) => ({
+              master: m.name,
+              version: v.version,
+              size: v.size,
+              sha256: v.sha256.slice(0, 12),
+              created: new Date(v.created * 1000).toISOString().slice(0, 19).replace('T', ' '),
+              origin: v.origin,
+              agents: v.agents.join(','),
+              disks: v.disks,
+              conflict: v.conflicting_agents?.join(',') ?? '',
+              note: v.note,
+            })),
+          ),
+          ['master', 'version', 'size', 'sha256', 'created', 'origin', 'agents', 'disks', 'conflict', 'note'],
+        ),
+      );
+    });
+  verb(masters, 'note', "set a version's note on every agent holding it", 'kurrent masters note _tpl_ubuntu_2204.img 3 "security updates, December"')
+    .argument('<name>')
+    .argument('<version>')
+    .argument('<note>')
+    .action(async (name: string, version: string, note: string) => {
+      const data = await call(api().PUT('/masters/{name}/versions/{version}/note', { params: { path: { name, version } }, body: { note } }));
+      print(data, () => `${name} version ${data.version}: ${data.note}\n`);
+    });
+  verb(masters, 'delete-version', 'delete a version on every agent holding it (refused while a disk holds it)', 'kurrent masters delete-version _tpl_ubuntu_2204.img 2 --yes')
+    .argument('<name>')
+    .argument('<version>')
+    .action(async (name: string, version: string) => {
+      await ctx.confirm(`delete version ${version} of ${name} on every agent`);
+      const data = await call(api().DELETE('/masters/{name}/versions/{version}', { params: { path: { name, version } } }));
+      print(data, () => `${name} version ${data.version}: deleted on ${data.deleted_on.join(', ')}\n`);
+    });
 
 }

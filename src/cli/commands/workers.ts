@@ -84,14 +84,19 @@ export function workerCommands(ctx: CliContext): void {
       .requiredOption('--os <os>', 'windows | ubuntu | debian | centos | esxi')
       .option('--os-version <v>')
       .option('--master <file>', 'clone this master (_tpl_ image)')
+      .option('--master-version <n>', 'clone this version of the master (default: the latest)', (v: string) => {
+        if (!/^[1-9][0-9]*$/.test(v)) throw new CliError(`--master-version: a whole number from 1, got ${JSON.stringify(v)}`, EXIT.usage);
+        return Number(v);
+      })
       .option('--size <size>', 'an empty disk of this size, e.g. 40G')
       .option('--mode <mode>', 'persistent (default) | reset: restored to the master at every boot');
-  const specOf = (o: { os: string; osVersion?: string; master?: string; size?: string; mode?: string }) => {
+  const specOf = (o: { os: string; osVersion?: string; master?: string; masterVersion?: number; size?: string; mode?: string }) => {
     if (!!o.master === !!o.size) throw new CliError('give exactly one of --master or --size', EXIT.usage);
+    if (o.masterVersion && !o.master) throw new CliError('--master-version needs --master', EXIT.usage);
     return {
       os: o.os,
       ...(o.osVersion ? { os_version: o.osVersion } : {}),
-      ...(o.master ? { type: 'master' as const, name: o.master } : { type: 'empty' as const, size: o.size! }),
+      ...(o.master ? { type: 'master' as const, name: o.master, ...(o.masterVersion ? { version: o.masterVersion } : {}) } : { type: 'empty' as const, size: o.size! }),
       ...(o.mode ? { mode: o.mode as 'persistent' | 'reset' } : {}),
     };
   };

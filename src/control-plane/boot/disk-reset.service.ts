@@ -73,6 +73,9 @@ export class DiskResetService {
   private async resetOne(w: WorkerRecord, d: DiskRecord): Promise<string | null> {
     const iqn = targetName(d);
     const master = d.source.type === 'master' ? d.source.name : null;
+    // A disk made before versions has none recorded: its agent restores the latest.
+    const version = d.source.type === 'master' ? d.source.version : undefined;
+    let restored: number | undefined;
     const deadline = this.clock.now().getTime() + this.config.diskResetTimeoutMs;
     let error = master ? '' : 'the disk was not cloned from a master';
     let tries = 0;
@@ -86,7 +89,9 @@ export class DiskResetService {
       tries++;
       try {
         const left = Math.max(100, deadline - this.clock.now().getTime());
-        ms = (await this.storageNodes.resetDisk(a, { iqn, master }, left)).ms;
+        const r = await this.storageNodes.resetDisk(a, { iqn, master, ...(version ? { version } : {}) }, left);
+        ms = r.ms;
+        restored = r.version;
         error = '';
         break;
       } catch (e) {
@@ -103,6 +108,7 @@ export class DiskResetService {
       agent: d.agent,
       iqn,
       master,
+      ...(restored ?? version ? { version: restored ?? version } : {}),
       tries,
       ...(error ? {} : { ms }),
       client: 'boot',

@@ -10,7 +10,6 @@ import {
   DeleteAgentQueryDto,
   CreateAgentDto,
   ListAgentsQueryDto,
-  MastersDto,
   PassthroughDeletedDto,
   PassthroughDeleteQueryDto,
   ProbeAgentDto,
@@ -96,12 +95,5 @@ export class StorageNodesController {
   @HttpCode(200)
   scan(@Param('agent_id') id: string, @ClientIp() client: string): Promise<ScanResultDto> {
     return this.storageNodes.scan(id, client);
-  }
-
-  /** Master images of every enabled disk-role agent. */
-  @ApiErrors(502)
-  @Get('masters')
-  masters(@ClientIp() client: string): Promise<MastersDto> {
-    return this.storageNodes.masters(client);
   }
 }

@@ -4,7 +4,7 @@ import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import type { AgentUsageDto } from '../../shared/agent-contract/capabilities.dto';
-import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, MasterDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
+import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, DeletedMasterVersionDto, MasterDto, MasterVersionDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, StorageNodeRegistry, BASE_URL_RULE, normalizeBaseUrl } from './storage-node-registry';
 import type {
@@ -12,7 +12,6 @@ import type {
   AgentDeletedDto,
   AgentDto,
   CreateAgentDto,
-  MastersDto,
   PassthroughDeletedDto,
   ProbeAgentDto,
   ProbeResultDto,
@@ -248,26 +247,17 @@ export class StorageNodesService implements OnApplicationBootstrap {
     return a;
   }
 
-  /** GET /masters: every enabled disk-role agent in parallel; failures per agent, 502 if all fail. */
-  async masters(client: string): Promise<MastersDto> {
-    const agents = this.registry.all().filter((a) => a.enabled && a.role.disk);
-    const rows = await Promise.all(
-      agents.map(async (a) => {
-        try {
-          const masters = await this.mastersOf(a);
-          return { agent: a.id, iscsi_server: this.dataAddress(a), masters };
-        } catch (e) {
-          await this.audit.record('master.list', { status: 'failed', agent: a.id, error: (e as Error).message, client });
-          return { agent: a.id, iscsi_server: this.dataAddress(a), masters: [], error: (e as Error).message };
-        }
-      }),
-    );
-    if (rows.length && rows.every((r) => r.error)) throw new ApiError(502, `every agent failed: ${rows.map((r) => `${r.agent}: ${r.error}`).join('; ')}`);
-    return { agents: rows };
-  }
-
   mastersOf(a: AgentRecord): Promise<MasterDto[]> {
     return this.gateway.call<MasterDto[]>(a, 'GET', '/masters', { timeoutMs: this.config.agentProbeTimeoutMs });
+  }
+
+  /** DELETE /masters/{name}/versions/{version} on one agent (audited by the caller, once for all agents). */
+  deleteMasterVersion(a: AgentRecord, name: string, version: number): Promise<DeletedMasterVersionDto> {
+    return this.gateway.call<DeletedMasterVersionDto>(a, 'DELETE', `/masters/${encodeURIComponent(name)}/versions/${version}`);
+  }
+
+  setMasterVersionNote(a: AgentRecord, name: string, version: number, note: string): Promise<MasterVersionDto> {
+    return this.gateway.call<MasterVersionDto>(a, 'PUT', `/masters/${encodeURIComponent(name)}/versions/${version}/note`, { body: { note } });
   }
 
   private async audited<R>(op: string, a: AgentRecord, fields: Record<string, unknown>, fn: () => Promise<R>): Promise<R> {

@@ -242,7 +242,7 @@ export class DisksService {
     const body = {
       iqn: plan.name,
       filename: plan.filename,
-      ...(spec.type === 'master' ? { master: spec.name } : { size: spec.size }),
+      ...(spec.type === 'master' ? { master: spec.name, ...(spec.version ? { master_version: spec.version } : {}) } : { size: spec.size }),
       ...(plan.initiators ? { allowed_initiators: plan.initiators } : {}),
       ...(chap ? { chap } : {}),
     };
@@ -256,7 +256,10 @@ export class DisksService {
       os: spec.os,
       os_version: spec.os_version ?? null,
       os_tag: plan.os_tag,
-      source: spec.type === 'master' ? { type: 'master', name: spec.name! } : { type: 'empty', size: spec.size! },
+      source:
+        spec.type === 'master'
+          ? { type: 'master', name: spec.name!, ...((created.master_version ?? spec.version) ? { version: created.master_version ?? spec.version } : {}) }
+          : { type: 'empty', size: spec.size! },
       ...(spec.mode === 'reset' ? { mode: 'reset' as const } : {}),
     };
     try {
@@ -271,7 +274,7 @@ export class DisksService {
           const next: WorkerRecord = { ...cur, disks: [...cur.disks, disk], ...(setDefault ? { default_os: spec.os, default_disk: plan.os_tag } : {}) };
           next.state = workerState(next);
           tx.workers.set(id, next);
-          tx.audit('worker.disk.create', { worker_id: id, os: spec.os, os_version: spec.os_version ?? null, agent: plan.agent.id, iqn: plan.name, os_tag: plan.os_tag, mode: spec.mode ?? 'persistent', client });
+          tx.audit('worker.disk.create', { worker_id: id, os: spec.os, os_version: spec.os_version ?? null, agent: plan.agent.id, iqn: plan.name, os_tag: plan.os_tag, mode: spec.mode ?? 'persistent', ...(disk.source.type === 'master' ? { master: disk.source.name, ...(disk.source.version ? { version: disk.source.version } : {}) } : {}), client });
           return next;
         }),
       );
@@ -332,9 +335,10 @@ export class DisksService {
           try {
             if (spec.type === 'master') {
               const masters = await this.storageNodes.mastersOf(a);
-              if (masters.some((m) => m.name === spec.name)) return a;
+              const m = masters.find((x) => x.name === spec.name);
+              if (m && (!spec.version || m.versions?.some((v) => v.version === spec.version))) return a;
               notHolding++;
-              why.push(`${a.id}: does not hold it`);
+              why.push(`${a.id}: ${m ? `does not hold version ${spec.version}` : 'does not hold it'}`);
               return null;
             }
             await this.capabilities(a);
@@ -349,7 +353,7 @@ export class DisksService {
     if (!healthy.length) {
       const detail = why.length ? ` (${why.sort().join('; ')})` : '';
       // Every agent answered and none has it: the name is wrong, not the network (404, not "retry").
-      if (spec.type === 'master' && notHolding === candidates.length) throw notFound(`master not found on any enabled disk agent: ${spec.name}${detail}`);
+      if (spec.type === 'master' && notHolding === candidates.length) throw notFound(`master not found on any enabled disk agent: ${spec.name}${spec.version ? ` version ${spec.version}` : ''}${detail}`);
       throw new ApiError(503, spec.type === 'master' ? `no healthy disk agent holds master ${spec.name}${detail}` : `no healthy disk agent${detail}`);
     }
     const count = new Map<string, number>();
@@ -369,6 +373,7 @@ export class DisksService {
     if (spec.type === 'empty' && !spec.size) throw badRequest('size: required when type=empty');
     if (spec.type === 'master' && spec.size) throw badRequest('size: only with type=empty');
     if (spec.type === 'empty' && spec.name) throw badRequest('name: only with type=master');
+    if (spec.type === 'empty' && spec.version !== undefined) throw badRequest('version: only with type=master');
     if (spec.size) parseSize('size', spec.size); // the range too, before any agent is called
     if (spec.mode === 'reset' && spec.type !== 'master') throw badRequest('mode: reset needs type=master (a disk is restored to the master it was cloned from)');
   }

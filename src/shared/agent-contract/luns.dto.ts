@@ -2,7 +2,7 @@ import { SIZE_FORMS, SIZE_PATTERN } from '../size';
 import { CHAP_SECRET, CHAP_USERID, DISK_FILE_PATTERN, FILE_NAME_PATTERN, HOST_NQN, INITIATOR_IQN, TARGET_NAME_PATTERN } from '../grammars';
 import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, ArrayMinSize, IsArray, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsInt, IsOptional, IsString, Matches, MaxLength, Min, ValidateNested } from 'class-validator';
 import { QueryBool } from '../validators';
 
 /** lio, stgt: the CHAP credential the target requires of every admitted initiator (one-way: the target checks the initiator). */
@@ -44,6 +44,13 @@ export class CreateLunDiskDto {
   @IsString()
   @MaxLength(255)
   master?: string;
+
+  /** With master: the version to clone (default: the latest; a `_tpl_` file changed since becomes a new version first). */
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @ApiProperty({ required: false, minimum: 1 })
+  master_version?: number;
 
   /** Empty sparse disk size: 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. Exclusive with master. */
   @IsOptional()
@@ -121,11 +128,20 @@ export class ResetLunDto {
   @Matches(new RegExp(FILE_NAME_PATTERN), { message: 'master must be a plain file name without control, line-separator or format characters, not starting with a dot' })
   @ApiProperty({ pattern: FILE_NAME_PATTERN, maxLength: 255 })
   master!: string;
+
+  /** The version restored (default: the version the disk was cloned from, else the latest). */
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @ApiProperty({ required: false, minimum: 1 })
+  version?: number;
 }
 
 export class ResetLunResultDto {
   iqn!: string;
   master!: string;
+  /** The master version the disk now holds. */
+  version!: number;
   /** The disk's file, now byte-identical to the master (shares its extents). */
   backing!: string;
   /** Time the reflink took. */
@@ -189,6 +205,9 @@ export class LunTargetDto {
 export class CreatedLunDto {
   iqn!: string;
   backing!: string;
+  /** Cloned from a master: the version it holds. */
+  @ApiProperty({ required: false })
+  master_version?: number;
   @ApiProperty({ required: false })
   cd?: boolean;
 }
@@ -213,12 +232,50 @@ export class ScanResultDto {
   skipped!: ScanSkippedDto[];
 }
 
+/** One immutable version of a master: a read-only snapshot (reflink) in DISK_DIR/.masters/<name>/. */
+export class MasterVersionDto {
+  /** 1, 2, ...: never reused, also after a version is deleted. */
+  version!: number;
+  /** Bytes. */
+  size!: number;
+  /** Bytes allocated on disk (sparse images hold less than their size). */
+  allocated!: number;
+  /** SHA-256 of the whole content, holes read as zeros: the same on every agent that holds the version. */
+  sha256!: string;
+  /** Unix seconds. */
+  created!: number;
+  note!: string;
+  /** drop: a `_tpl_` file placed in DISK_DIR; promote: a maintenance disk made a version; transfer: copied from another agent. */
+  @ApiProperty({ enum: ['drop', 'promote', 'transfer'] })
+  origin!: 'drop' | 'promote' | 'transfer';
+}
+
 export class MasterDto {
   name!: string;
-  /** Bytes. */
+  /** Bytes (of the `_tpl_` file; of the latest version when the file was removed). */
   size!: number;
   /** Unix seconds. */
   mtime!: number;
+  /** The newest version (what a disk cloned without naming a version gets); null while a dropped file settles. */
+  @ApiProperty({ type: Number, nullable: true })
+  latest!: number | null;
+  /** Oldest first. */
+  @ApiProperty({ type: [MasterVersionDto] })
+  versions!: MasterVersionDto[];
+}
+
+/** PUT /masters/{name}/versions/{version}/note. */
+export class MasterNoteDto {
+  /** What changed in this version (up to 500 characters, one line). */
+  @IsString()
+  @MaxLength(500)
+  @Matches(/^[^\u0000-\u001f\u007f\u2028\u2029]*$/, { message: 'note must be one line without control characters' })
+  note!: string;
+}
+
+export class DeletedMasterVersionDto {
+  name!: string;
+  version!: number;
 }
 
 /** An initiator logged in to a target now. */

@@ -5,14 +5,15 @@ const LICENSE = { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICE
 
 /** What each tag of either document groups, for the global tag list. */
 const TAGS: Record<string, string> = {
-  agents: 'Storage nodes (agents): registry, live capabilities, their targets and masters.',
+  agents: 'Storage nodes (agents): registry, live capabilities, their targets.',
   boot: 'The boot path workers call from iPXE: boot variables, the boot menu, the iPXE scripts.',
   boots: 'Boot sessions: every boot of every device stage by stage, stuck boots, boot loops and their holds.',
   changes: 'A long-poll that says what changed (devices and workers, audit, boots, agents, settings): what to read again.',
   credentials: 'Per-worker storage credentials (DH-HMAC-CHAP, TLS PSK, iSCSI CHAP) and their pushes.',
   devices: 'Devices (machines by MAC): registration, reports, the identity chain, binding to workers.',
   health: 'Liveness and readiness.',
-  luns: 'Targets and their backing files on this storage node; master images.',
+  luns: 'Targets and their backing files on this storage node.',
+  masters: 'Master images and their immutable, numbered versions: what disks are cloned from and restored to.',
   metrics: 'Prometheus metrics.',
   nvme: 'NVMe-oF hosts on this node: DH-HMAC-CHAP keys and TLS PSKs.',
   operations: 'The audit log of every change.',

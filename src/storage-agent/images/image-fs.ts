@@ -20,6 +20,9 @@ export interface ImageStat {
   mtimeMs: number;
   /** Bytes actually allocated (st_blocks * 512): how sparse the file is. */
   allocated: number;
+  /** Inode and device: a file replaced under the same name is another file. */
+  ino: number;
+  dev: number;
 }
 
 /**
@@ -132,7 +135,7 @@ export class ImageFs {
       st = await fsp.stat(real);
     }
     if (!st.isFile()) return null;
-    return { size: st.size, mtimeMs: st.mtimeMs, allocated: st.blocks * 512 };
+    return { size: st.size, mtimeMs: st.mtimeMs, allocated: st.blocks * 512, ino: st.ino, dev: st.dev };
   }
 
   async exists(name: string): Promise<boolean> {
@@ -220,5 +223,63 @@ export class ImageFs {
 
   mkdirp(): void {
     fs.mkdirSync(this.dir, { recursive: true });
+  }
+
+  // ---- paths below DISK_DIR (the master version store, `.masters/<name>/`) ----
+
+  async mkdirpInside(sub: string): Promise<void> {
+    await fsp.mkdir(this.pathOf(sub), { recursive: true });
+  }
+
+  /** Entries of a sub-directory (names only); [] when it does not exist. */
+  async listInside(sub: string): Promise<string[]> {
+    try {
+      return await fsp.readdir(this.pathOf(sub));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw e;
+    }
+  }
+
+  async readTextInside(name: string): Promise<string | null> {
+    try {
+      return await fsp.readFile(this.pathOf(name), 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+  }
+
+  /** Written to a temp name, fsynced, renamed: a reader sees the old or the new text, never half. */
+  async writeTextAtomic(name: string, text: string): Promise<void> {
+    const tmp = `${name}.tmp-${process.pid}-${++this.seq}`;
+    const fh = await fsp.open(this.pathOf(tmp), 'w', 0o644);
+    try {
+      await fh.writeFile(text);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await fsp.rename(this.pathOf(tmp), this.pathOf(name));
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    await fsp.rename(this.pathOf(from), this.pathOf(to));
+  }
+
+  /** Read-only for everyone: a version's bytes are not to be written (root can, nobody should). */
+  async makeReadOnly(name: string): Promise<void> {
+    await fsp.chmod(this.pathOf(name), 0o444);
+  }
+
+  /** SHA-256 of the whole file, by sha256sum (off the event loop; holes read as zeros). */
+  sha256(name: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      execFile('sha256sum', ['--', this.pathOf(name)], { maxBuffer: 1 << 16 }, (err, out, stderr) => {
+        if (err) return reject(new Error(`sha256sum failed: ${String(stderr).trim() || err.message}`));
+        const hex = /^([0-9a-f]{64})\s/.exec(String(out));
+        return hex ? resolve(hex[1]) : reject(new Error(`sha256sum: unexpected output ${JSON.stringify(String(out).slice(0, 80))}`));
+      });
+    });
   }
 }

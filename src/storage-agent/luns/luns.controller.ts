@@ -1,17 +1,13 @@
 import { Body, Controller, Delete, Get, HttpCode, Post, Put, Query } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
-import { MastersService } from '../images/masters.service';
-import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, InitiatorSessionsDto, MasterDto, ScanResultDto, LunTargetDto, ResetLunDto, ResetLunResultDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, DeleteLunQueryDto, InitiatorSessionsDto, ScanResultDto, LunTargetDto, ResetLunDto, ResetLunResultDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { LunsService } from './luns.service';
 
 @ApiTags('luns')
 @Controller()
 export class LunsController {
-  constructor(
-    private readonly luns: LunsService,
-    private readonly masters: MastersService,
-  ) {}
+  constructor(private readonly luns: LunsService) {}
 
   /** Every target with its backing file (tid on stgt, allowed_hosts on nvmet). */
   @ApiErrors()
@@ -89,12 +85,5 @@ export class LunsController {
   @HttpCode(200)
   scan(): Promise<ScanResultDto> {
     return this.luns.scan();
-  }
-
-  /** Master images (`_tpl_` files) from the background scan. */
-  @ApiErrors()
-  @Get('masters')
-  listMasters(): MasterDto[] {
-    return this.masters.list();
   }
 }

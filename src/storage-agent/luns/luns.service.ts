@@ -1,6 +1,7 @@
 import { HOST_NQN, INITIATOR_IQN } from '../../shared/grammars';
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { ApiError, badRequest, conflict, notFound } from '../../shared/http/api-error';
+import { humanSize } from '../../shared/size';
 import { AgentConfig } from '../agent-config';
 import { KernelFeatureError, TARGET_BACKEND, TargetBackend, TargetInfo } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
@@ -9,6 +10,7 @@ import { secretSha12 } from '../../shared/nvme-keys';
 import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, InitiatorSessionsDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { ManifestEntry, TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
+import { MasterStoreService } from '../images/master-store.service';
 
 /** An iSCSI initiator name as iPXE sends it (`<base-iqn>:<hostname>` or `:<mac>`): no spaces, no slash. */
 
@@ -26,6 +28,7 @@ export class LunsService implements OnModuleInit {
     private readonly images: ImageFs,
     private readonly manifest: TargetManifest,
     private readonly hosts: NvmeHostsService,
+    private readonly masters: MasterStoreService,
   ) {
     this.base = backend.transport === 'nvme-tcp' ? config.baseNqn : config.baseIqn;
   }
@@ -98,16 +101,18 @@ export class LunsService implements OnModuleInit {
     const chap = dto.chap ? { userid: dto.chap.userid, secret: dto.chap.secret } : undefined;
     const missing = this.backend.features().missing;
     if (missing.length) throw conflict(`this storage node cannot create disks: its kernel lacks ${missing.join('; ')}; nothing was created`);
-    const masterStat = master === undefined ? null : await this.images.statInside(master);
-    if (master && !masterStat) throw notFound(`master not found: ${master}`);
+    if (dto.master_version !== undefined && master === undefined) throw badRequest('master_version: only with master');
+    if (master !== undefined && !master.includes('_tpl_')) throw badRequest(`master: ${master} is not a master image (_tpl_)`);
     const max = await this.images.maxFileSize();
     if (size > max) {
       throw badRequest(`size: ${dto.size} is larger than the largest file the ${await this.images.fsType()} filesystem of DISK_DIR can hold (${max} bytes, ${humanSize(max)})`);
     }
     return this.claim([dto.iqn, `file:${filename}`], async () => {
       if (await this.images.exists(filename)) throw conflict(`file exists: ${filename}`);
+      // The disk is cloned from a version (immutable), never from the `_tpl_` file itself.
+      const version = master === undefined ? null : await this.masters.resolveForClone(master, dto.master_version);
       try {
-        await this.images.buildThenPublish(filename, (tmp) => (master ? this.clone(master, tmp, masterStat!.allocated) : this.images.createSparse(tmp, size)));
+        await this.images.buildThenPublish(filename, (tmp) => (version ? this.clone(version.file, `version ${version.version} of ${master}`, tmp, version.allocated) : this.images.createSparse(tmp, size)));
       } catch (e) {
         throw this.mapImageError(e, filename);
       }
@@ -120,6 +125,7 @@ export class LunsService implements OnModuleInit {
           ...(hosts.length ? { allowed_hosts: hosts } : {}),
           ...(initiators.length ? { allowed_initiators: [...initiators].sort() } : {}),
           ...(chap ? { chap } : {}),
+          ...(version ? { master, master_version: version.version } : {}),
         });
       } catch (e) {
         // A create that fails half-way removes what it made.
@@ -129,7 +135,7 @@ export class LunsService implements OnModuleInit {
         if (mapped instanceof ApiError) throw mapped;
         throw new ApiError(500, `target creation failed, the image was removed again: ${(e as Error).message}`);
       }
-      return { iqn: dto.iqn, backing };
+      return { iqn: dto.iqn, backing, ...(version ? { master_version: version.version } : {}) };
     });
   }
 
@@ -172,7 +178,8 @@ export class LunsService implements OnModuleInit {
     const file = this.manifest.get(dto.iqn)?.file ?? (t.backing?.startsWith(`${this.images.dir}/`) ? t.backing.slice(this.images.dir.length + 1) : null);
     if (!file) throw conflict(`the disk of ${dto.iqn} is not a file in DISK_DIR (${t.backing ?? 'no backing'}); it is not reset`);
     if (file === master || file.includes('_tpl_')) throw conflict(`the disk of ${dto.iqn} is a master (${file}); a master is never overwritten`);
-    if (!(await this.images.statInside(master))) throw notFound(`master not found: ${master}`);
+    const entry = this.manifest.get(dto.iqn);
+    const version = await this.masters.resolveForReset(master, dto.version ?? (entry?.master === master ? entry.master_version : undefined));
     const sessions = await this.backend.sessions();
     if (sessions === null) throw conflict(`the ${this.backend.name} backend cannot see initiator sessions here, so a reset could pull the disk from under a running worker; nothing changed`);
     const held = sessions.filter((x) => x.target === dto.iqn);
@@ -181,7 +188,7 @@ export class LunsService implements OnModuleInit {
     return this.claim([dto.iqn], async () => {
       const t0 = performance.now();
       try {
-        await this.images.reflinkOver(master, file);
+        await this.images.reflinkOver(version.file, file);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
         if (code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV' || code === 'EINVAL' || code === 'ENOSYS') {
@@ -189,7 +196,10 @@ export class LunsService implements OnModuleInit {
         }
         throw e;
       }
-      return { iqn: dto.iqn, master, backing: this.images.pathOf(file), ms: Math.round((performance.now() - t0) * 10) / 10 };
+      const ms = Math.round((performance.now() - t0) * 10) / 10;
+      const cur = this.manifest.get(dto.iqn);
+      if (cur && (cur.master !== master || cur.master_version !== version.version)) await this.manifest.set(dto.iqn, { ...cur, master, master_version: version.version });
+      return { iqn: dto.iqn, master, version: version.version, backing: this.images.pathOf(file), ms };
     });
   }
 
@@ -292,18 +302,18 @@ export class LunsService implements OnModuleInit {
   }
 
   /** Reflink when the filesystem can, else a copy that keeps holes (refused up front if it cannot fit). */
-  private async clone(master: string, filename: string, allocated: number): Promise<void> {
+  private async clone(versionFile: string, label: string, filename: string, allocated: number): Promise<void> {
     try {
-      await this.images.reflink(master, filename);
+      await this.images.reflink(versionFile, filename);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'EEXIST') throw e;
       await this.images.remove(filename).catch(() => undefined);
       const free = await this.images.freeBytes();
       if (allocated > free) {
-        throw new ApiError(507, `DISK_DIR is too full for a copy of ${master}: it needs ${humanSize(allocated)}, ${humanSize(free)} free (no reflink here); nothing was created`);
+        throw new ApiError(507, `DISK_DIR is too full for a copy of ${label}: it needs ${humanSize(allocated)}, ${humanSize(free)} free (no reflink here); nothing was created`);
       }
-      await this.images.sparseCopy(master, filename);
+      await this.images.sparseCopy(versionFile, filename);
     }
   }
 
@@ -342,11 +352,4 @@ export class LunsService implements OnModuleInit {
     if (code === 'ENOHOST') return badRequest((e as Error).message);
     return e as Error;
   }
-}
-
-function humanSize(n: number): string {
-  for (const [u, f] of [['T', 2 ** 40], ['G', 2 ** 30], ['M', 2 ** 20], ['K', 2 ** 10]] as const) {
-    if (n >= f) return `${Math.round((n / f) * 10) / 10}${u}`;
-  }
-  return `${n}B`;
 }

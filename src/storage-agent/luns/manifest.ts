@@ -13,6 +13,9 @@ export interface ManifestEntry {
   allowed_initiators?: string[];
   /** lio: the CHAP credential the ACLs require (this file is 0600 for it). */
   chap?: { userid: string; secret: string };
+  /** A disk cloned from a master: the master and the version it holds (a reset changes the version). */
+  master?: string;
+  master_version?: number;
 }
 
 /**

@@ -2,7 +2,7 @@ import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { AgentConfig } from '../agent-config';
 import { TARGET_BACKEND, TargetBackend } from '../backends/backend';
 import { ImageFs } from '../images/image-fs';
-import { MastersService } from '../images/masters.service';
+import { MasterStoreService } from '../images/master-store.service';
 import type { AgentUsageDto, CapabilitiesDto } from '../../shared/agent-contract/capabilities.dto';
 
 /** Honest capabilities: the reflink probe and the filesystem type are measured at start. */
@@ -16,7 +16,7 @@ export class SystemService implements OnModuleInit {
     private readonly config: AgentConfig,
     @Inject(TARGET_BACKEND) private readonly backend: TargetBackend,
     private readonly images: ImageFs,
-    private readonly masters: MastersService,
+    private readonly masters: MasterStoreService,
   ) {}
 
   async onModuleInit(): Promise<void> {

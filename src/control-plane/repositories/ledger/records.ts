@@ -75,7 +75,8 @@ export interface DiskRecord {
   os: string;
   os_version?: string | null;
   os_tag?: string;
-  source: { type: 'master'; name: string } | { type: 'empty'; size: string };
+  /** version: the master version the disk holds (cloned from, or restored to); absent on disks made before versions. */
+  source: { type: 'master'; name: string; version?: number } | { type: 'empty'; size: string };
   /** `reset`: restored to its master at the start of every boot of its worker; absent: persistent. */
   mode?: DiskMode;
 }

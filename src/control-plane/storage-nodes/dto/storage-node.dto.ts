@@ -196,21 +196,3 @@ export class PassthroughDeletedDto {
   delete_file!: boolean;
   ignored_missing?: boolean;
 }
-
-export class MasterOutDto {
-  name!: string;
-  size!: number;
-  mtime!: number;
-}
-
-export class AgentMastersDto {
-  agent!: string;
-  iscsi_server!: string;
-  masters!: MasterOutDto[];
-  /** Set when this agent could not be asked. */
-  error?: string;
-}
-
-export class MastersDto {
-  agents!: AgentMastersDto[];
-}

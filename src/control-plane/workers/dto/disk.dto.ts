@@ -1,7 +1,7 @@
 import { SIZE_FORMS, SIZE_PATTERN } from '../../../shared/size';
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform, Type } from 'class-transformer';
-import { ArrayMaxSize, ArrayMinSize, IsArray, IsBoolean, IsIn, IsOptional, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, MaxLength, Min, ValidateNested } from 'class-validator';
 import { IsWorkerId, QueryBool } from '../../../shared/validators';
 import { OS_ITEMS } from '../menu';
 
@@ -30,6 +30,13 @@ export class DiskSpecDto {
   @IsString()
   @MaxLength(255)
   name?: string;
+
+  /** The master version to clone (type=master; default: the latest on the chosen agent). */
+  @IsOptional()
+  @IsInt({ message: 'version must be a whole number from 1' })
+  @Min(1, { message: 'version must be a whole number from 1' })
+  @ApiProperty({ required: false, minimum: 1 })
+  version?: number;
 
   /** Size of an empty disk (type=empty): 40G, 40GB, 40GiB, 512M, 1T (powers of 1024), 1M to 64T. */
   @IsOptional()

@@ -7,6 +7,8 @@ export class DiskSourceDto {
   type!: 'master' | 'empty';
   /** Master image file name (type=master). */
   name?: string;
+  /** The master version the disk holds (type=master; absent on disks made before versions). */
+  version?: number;
   /** Size such as 40G (type=empty). */
   size?: string;
 }

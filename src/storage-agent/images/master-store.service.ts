@@ -1,0 +1,300 @@
+import { UNSAFE_NAME_CHARS } from '../../shared/grammars';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { AgentConfig } from '../agent-config';
+import type { DeletedMasterVersionDto, MasterDto, MasterVersionDto } from '../../shared/agent-contract/luns.dto';
+import { ApiError, conflict, notFound } from '../../shared/http/api-error';
+import { humanSize } from '../../shared/size';
+import { checkVersionRef } from '../../shared/master-version-ref';
+import { Mutex } from '../../shared/files/mutex';
+import { TargetManifest } from '../luns/manifest';
+import { ImageFs, ImageStat } from './image-fs';
+
+/** Versions live beside the images, in a directory no scan exports: DISK_DIR/.masters/<master>/<n>.img + <n>.json. */
+const STORE = '.masters';
+const META = /^([1-9][0-9]{0,8})\.json$/;
+
+/** The `_tpl_` file a drop version was taken from: changed (another file, size or mtime) means a new version. */
+interface SourceIdentity {
+  size: number;
+  mtimeMs: number;
+  ino: number;
+  dev: number;
+}
+
+/** `<n>.json`: written after `<n>.img` is complete, so a version exists only once its bytes do. */
+interface VersionRecord extends MasterVersionDto {
+  source?: SourceIdentity;
+  /** A deleted version keeps its record: its number is never given again, and its file is not taken again. */
+  deleted?: boolean;
+}
+
+/** A version a disk can be cloned from or restored to. */
+export interface ResolvedVersion {
+  version: number;
+  /** Path inside DISK_DIR. */
+  file: string;
+  allocated: number;
+}
+
+/**
+ * Master images and their immutable versions. A `_tpl_` file placed in DISK_DIR is the operator's
+ * drop box: once it has settled (IPXE_AGENT_MASTER_SETTLE_SECONDS unchanged) the background scan
+ * (IPXE_AGENT_MASTER_SCAN_SECONDS) snapshots it by reflink (a sparse copy without reflink) into the
+ * version store, checksummed, read-only. Disks are cloned from and restored to versions, never from
+ * the drop file, so replacing or editing it never changes a disk that exists.
+ */
+@Injectable()
+export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
+  private readonly log = new Logger('Masters');
+  private masters: MasterDto[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  /** One change of a master's versions at a time (a scan, a create's import, a delete). */
+  private readonly locks = new Map<string, Mutex>();
+
+  constructor(
+    private readonly config: AgentConfig,
+    private readonly images: ImageFs,
+    private readonly manifest: TargetManifest,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    this.images.mkdirp();
+    await this.images.mkdirpInside(STORE);
+    await this.sweepPartial();
+    await this.rescan();
+    this.timer = setInterval(() => void this.rescan().catch((err) => this.log.error({ err }, 'master scan failed')), this.config.masterScanMs);
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  list(): MasterDto[] {
+    return this.masters;
+  }
+
+  async rescan(): Promise<MasterDto[]> {
+    const names = new Set<string>();
+    for (const name of await this.images.list()) if (isMasterName(name)) names.add(name);
+    for (const name of await this.images.listInside(STORE)) if (isMasterName(name)) names.add(name);
+    const out: MasterDto[] = [];
+    for (const name of [...names].sort()) {
+      const dto = await this.lock(name).run(async () => {
+        await this.importIfChanged(name, false).catch((err) => this.log.error(`version of ${name} not taken: ${(err as Error).message}`));
+        return this.describe(name);
+      });
+      if (dto) out.push(dto);
+    }
+    this.masters = out;
+    return out;
+  }
+
+  /**
+   * The version a new disk is cloned from: the one asked for, else the latest, after taking a
+   * `_tpl_` file changed since its last version as a new one (the operator who names a master for
+   * a disk means the file as it is now; no settle time then).
+   */
+  resolveForClone(name: string, version: number | undefined): Promise<ResolvedVersion> {
+    return this.lock(name).run(async () => {
+      if (version === undefined) await this.importIfChanged(name, true);
+      return this.resolveLocked(name, version, 'master_version');
+    });
+  }
+
+  /**
+   * The version a reset restores: the one asked for, else the latest there is. Never a new import
+   * (a checksum of a large file has no place on a boot's critical path) unless the master has no
+   * version at all yet.
+   */
+  resolveForReset(name: string, version: number | undefined): Promise<ResolvedVersion> {
+    return this.lock(name).run(async () => {
+      if (version === undefined && !(await this.live(name)).length) await this.importIfChanged(name, true);
+      return this.resolveLocked(name, version, 'version');
+    });
+  }
+
+  /** Refused while a disk of this agent was cloned from it, or while the `_tpl_` file is this version (the next scan would take it again). */
+  deleteVersion(rawName: string, rawVersion: string | number): Promise<DeletedMasterVersionDto> {
+    const [name, version] = checkVersionRef(rawName, rawVersion);
+    return this.lock(name).run(async () => {
+      const rec = (await this.live(name)).find((v) => v.version === version);
+      if (!rec) throw notFound(`version not found: ${name} has no version ${version}`);
+      const users = this.manifest
+        .all()
+        .filter(([, e]) => e.master === name && e.master_version === version)
+        .map(([iqn]) => iqn);
+      if (users.length) throw conflict(`version ${version} of ${name} is in use by ${users.length} disk(s) (${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}); nothing was deleted`);
+      const st = await this.images.statInside(name);
+      const newestDrop = (await this.records(name)).filter((v) => v.origin === 'drop').pop();
+      if (st && newestDrop?.version === version && sameSource(newestDrop.source, st)) {
+        throw conflict(`version ${version} of ${name} is the ${name} file in DISK_DIR as it is now; remove or replace that file first (the scan would take it again); nothing was deleted`);
+      }
+      await this.images.writeTextAtomic(metaPath(name, version), JSON.stringify({ ...rec, deleted: true }, null, 2) + '\n');
+      await this.images.remove(imagePath(name, version));
+      this.log.log(`version ${version} of ${name} deleted`);
+      await this.refresh(name);
+      return { name, version };
+    });
+  }
+
+  setNote(rawName: string, rawVersion: string | number, note: string): Promise<MasterVersionDto> {
+    const [name, version] = checkVersionRef(rawName, rawVersion);
+    return this.lock(name).run(async () => {
+      const rec = (await this.live(name)).find((v) => v.version === version);
+      if (!rec) throw notFound(`version not found: ${name} has no version ${version}`);
+      const next = { ...rec, note };
+      await this.images.writeTextAtomic(metaPath(name, version), JSON.stringify(next, null, 2) + '\n');
+      await this.refresh(name);
+      return publicVersion(next);
+    });
+  }
+
+  // ---- internals (callers hold the master's lock) ----
+
+  private lock(name: string): Mutex {
+    let m = this.locks.get(name);
+    if (!m) this.locks.set(name, (m = new Mutex()));
+    return m;
+  }
+
+  private async resolveLocked(name: string, version: number | undefined, field: string): Promise<ResolvedVersion> {
+    const live = await this.live(name);
+    if (!live.length) throw notFound(`master not found: ${name}`);
+    const v = version === undefined ? live[live.length - 1] : live.find((x) => x.version === version);
+    if (!v) throw notFound(`${field}: ${name} has no version ${version} (versions: ${live.map((x) => x.version).join(', ')})`);
+    return { version: v.version, file: imagePath(name, v.version), allocated: v.allocated };
+  }
+
+  /** Every record, deleted ones too, by version. */
+  private async records(name: string): Promise<VersionRecord[]> {
+    const out: VersionRecord[] = [];
+    for (const f of await this.images.listInside(`${STORE}/${name}`)) {
+      const m = META.exec(f);
+      if (!m) continue;
+      const text = await this.images.readTextInside(`${STORE}/${name}/${f}`);
+      try {
+        const rec = JSON.parse(text ?? '') as VersionRecord;
+        if (rec.version === Number(m[1])) out.push(rec);
+      } catch {
+        this.log.error(`unreadable version record ${STORE}/${name}/${f}: ignored`);
+      }
+    }
+    return out.sort((a, b) => a.version - b.version);
+  }
+
+  private async live(name: string): Promise<VersionRecord[]> {
+    return (await this.records(name)).filter((v) => !v.deleted);
+  }
+
+  /** Takes the `_tpl_` file as a new version when it is not the one the newest drop version came from. */
+  private async importIfChanged(name: string, force: boolean): Promise<void> {
+    const st = await this.images.statInside(name);
+    if (!st) return;
+    const all = await this.records(name);
+    const newestDrop = all.filter((v) => v.origin === 'drop').pop();
+    if (newestDrop && sameSource(newestDrop.source, st)) return;
+    // A file still being copied in must not become a version: it has to have settled first.
+    if (!force && Date.now() - st.mtimeMs < this.config.masterSettleMs) return;
+    const version = (all[all.length - 1]?.version ?? 0) + 1;
+    const dir = `${STORE}/${name}`;
+    const partial = `${dir}/.${version}.img.partial`;
+    await this.images.mkdirpInside(dir);
+    await this.images.remove(partial);
+    try {
+      const how = await this.snapshot(name, partial, st.allocated);
+      const [sha256, vst] = await Promise.all([this.images.sha256(partial), this.images.statInside(partial)]);
+      await this.images.makeReadOnly(partial);
+      await this.images.rename(partial, imagePath(name, version));
+      const rec: VersionRecord = {
+        version,
+        size: vst!.size,
+        allocated: vst!.allocated,
+        sha256,
+        created: Math.floor(Date.now() / 1000),
+        note: '',
+        origin: 'drop',
+        source: { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, dev: st.dev },
+      };
+      await this.images.writeTextAtomic(metaPath(name, version), JSON.stringify(rec, null, 2) + '\n');
+      this.log.log(`${name}: version ${version} taken (${how}, sha256 ${sha256.slice(0, 12)})`);
+      await this.refresh(name);
+    } finally {
+      await this.images.remove(partial);
+    }
+  }
+
+  /** Reflink where DISK_DIR can (instant, shares extents), else a sparse copy, refused up front when it cannot fit. */
+  private async snapshot(name: string, partial: string, allocated: number): Promise<'reflink' | 'copy'> {
+    try {
+      await this.images.reflink(name, partial);
+      return 'reflink';
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw e;
+    }
+    await this.images.remove(partial);
+    const free = await this.images.freeBytes();
+    if (allocated > free) {
+      throw new ApiError(507, `DISK_DIR is too full for a copy of ${name}: it needs ${humanSize(allocated)}, ${humanSize(free)} free (no reflink here, so each version of a master is a copy); nothing was created`);
+    }
+    await this.images.sparseCopy(name, partial);
+    return 'copy';
+  }
+
+  private async describe(name: string): Promise<MasterDto | null> {
+    const live = await this.live(name);
+    const st = await this.images.statInside(name);
+    const latest = live[live.length - 1];
+    if (!st && !latest) return null;
+    return {
+      name,
+      size: st ? st.size : latest.size,
+      mtime: st ? Math.floor(st.mtimeMs / 1000) : latest.created,
+      latest: latest?.version ?? null,
+      versions: live.map(publicVersion),
+    };
+  }
+
+  private async refresh(name: string): Promise<void> {
+    const dto = await this.describe(name);
+    const rest = this.masters.filter((m) => m.name !== name);
+    this.masters = (dto ? [...rest, dto] : rest).sort((a, b) => (a.name < b.name ? -1 : 1));
+  }
+
+  /** A killed import leaves `.<n>.img.partial`, or an image without its record: neither is a version. */
+  private async sweepPartial(): Promise<void> {
+    for (const name of await this.images.listInside(STORE)) {
+      if (!isMasterName(name)) continue;
+      const dir = `${STORE}/${name}`;
+      const files = await this.images.listInside(dir);
+      for (const f of files) {
+        const img = /^([1-9][0-9]*)\.img$/.exec(f);
+        if (f.endsWith('.partial') || f.includes('.tmp-') || (img && !files.includes(`${img[1]}.json`))) {
+          await this.images.remove(`${dir}/${f}`);
+          this.log.warn(`removed ${dir}/${f}, left by an import that did not finish`);
+        }
+      }
+    }
+  }
+}
+
+function isMasterName(name: string): boolean {
+  // A name with control or format characters (a bidi override) would show as another one.
+  return name.includes('_tpl_') && !name.startsWith('.') && !UNSAFE_NAME_CHARS.test(name);
+}
+
+function imagePath(name: string, version: number): string {
+  return `${STORE}/${name}/${version}.img`;
+}
+
+function metaPath(name: string, version: number): string {
+  return `${STORE}/${name}/${version}.json`;
+}
+
+function sameSource(a: SourceIdentity | undefined, st: ImageStat): boolean {
+  return !!a && a.size === st.size && a.mtimeMs === st.mtimeMs && a.ino === st.ino && a.dev === st.dev;
+}
+
+function publicVersion(v: VersionRecord): MasterVersionDto {
+  return { version: v.version, size: v.size, allocated: v.allocated, sha256: v.sha256, created: v.created, note: v.note, origin: v.origin };
+}

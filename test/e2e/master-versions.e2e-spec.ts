@@ -1,0 +1,187 @@
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makeFile, spawnAgent, Tgtd, useLoopMount } from '../helpers/agent';
+import { startApp, tempDir, TestApp } from '../helpers/app';
+import { until } from '../helpers/poll';
+
+const off = process.pid % 500;
+const CONTROL = 6100 + off;
+const PORTAL = CONTROL + 10000;
+const AGENT_PORT = 28200 + off;
+const CAFE = '02:00:00:00:26:11';
+const MASTER = '_tpl_ubuntu_2204.img';
+
+const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+
+/**
+ * Master versions (issue 26): a `_tpl_` file dropped into DISK_DIR becomes an immutable, numbered,
+ * checksummed version once it has settled; disks are cloned from and restored to versions, never
+ * from the drop file; a version in use cannot be deleted; numbers are never reused. Real parts: a
+ * btrfs loop mount under a real stgt agent and tgtd, and the control plane.
+ */
+describe('master versions: drops become immutable versions, disks hold a version', () => {
+  const mnt = useLoopMount('kurrent-versions-btrfs-', 1 << 30, ['mkfs.btrfs', '-q', '-f']);
+  describe('a btrfs DISK_DIR under a real stgt agent and tgtd, and the control plane', () => {
+    const tgtd = new Tgtd(CONTROL, PORTAL);
+    const dir = tempDir('kurrent-master-versions-');
+    let agent: Awaited<ReturnType<typeof spawnAgent>>;
+    let t: TestApp;
+    const diskDir = () => path.join(mnt, 'images');
+    const drop = () => path.join(diskDir(), MASTER);
+    const versionFile = (n: number) => path.join(diskDir(), '.masters', MASTER, `${n}.img`);
+    const marker = (v: string) => Buffer.from(`KURRENT-MASTER-${v}`.padEnd(512, '.'));
+    /** A new file under the master's name, as an operator copies one in: written aside, renamed over. */
+    const dropVersion = (v: string) => {
+      const aside = path.join(diskDir(), `.incoming-${v}`);
+      makeFile(aside, 32 << 20, [{ offset: 0, bytes: marker(v) }, { offset: 20 << 20, bytes: marker(v) }]);
+      fs.renameSync(aside, drop());
+    };
+    const agentEnv = () => ({
+      IPXE_AGENT_PORT: String(AGENT_PORT),
+      IPXE_AGENT_BACKEND: 'stgt',
+      IPXE_AGENT_TGT_CONTROL_PORT: String(CONTROL),
+      IPXE_AGENT_ISCSI_PORT: String(PORTAL),
+      IPXE_AGENT_TOKEN: 'tok',
+      DISK_DIR: diskDir(),
+      IPXE_AGENT_STATE_DIR: path.join(dir, 'state'),
+      IPXE_AGENT_MASTER_SCAN_SECONDS: '1',
+      IPXE_AGENT_MASTER_SETTLE_SECONDS: '1',
+    });
+    type Catalog = { name: string; latest: number | null; unversioned_disks: number; versions: { version: number; sha256: string; agents: string[]; disks: number; note: string; origin: string; size: number }[] }[];
+    const catalog = async () => (await t.req('GET', '/masters')).body.catalog as Catalog;
+    const versionsOf = async () => (await catalog()).find((m) => m.name === MASTER)?.versions ?? [];
+
+    beforeAll(async () => {
+      await tgtd.start();
+      fs.mkdirSync(diskDir(), { recursive: true });
+      dropVersion('V1');
+      agent = await spawnAgent(agentEnv());
+      t = await startApp({ IPXE_CP_AGENT_PROBE_TIMEOUT_MS: '2000' });
+      expect((await t.req('POST', '/agents', { id: 'a', base_url: `http://127.0.0.1:${AGENT_PORT}`, token: 'tok', iscsi_server: '127.0.0.1', role: { disk: true } })).status).toBe(201);
+      await t.req('POST', '/devices', { mac: CAFE });
+      expect((await t.req('POST', '/workers', { worker_id: 'cafe-01', mac: CAFE })).status).toBe(201);
+      expect((await t.req('POST', '/workers', { worker_id: 'lab-01' })).status).toBe(201);
+    }, 120_000);
+    afterAll(async () => {
+      await t?.close();
+      await agent?.stop();
+      await tgtd.stop();
+    });
+
+    it('a dropped file becomes version 1 once settled: checksummed, read-only, held by the agent; disks record their version', async () => {
+      const v1 = await until(async () => (await versionsOf()).find((v) => v.version === 1));
+      expect(v1).toEqual({ version: 1, size: 32 << 20, allocated: expect.any(Number), sha256: sha256(drop()), created: expect.any(Number), note: '', origin: 'drop', agents: ['a'], disks: 0 });
+      expect(fs.statSync(versionFile(1)).mode & 0o777).toBe(0o444);
+      // Seed 000's per-agent list keeps its shape, with the versions beside it.
+      const seed = (await t.req('GET', '/masters')).body.agents[0];
+      expect(seed).toMatchObject({ agent: 'a', iscsi_server: '127.0.0.1', masters: [{ name: MASTER, size: 32 << 20, mtime: expect.any(Number), latest: 1 }] });
+
+      const cafe = await t.req('POST', '/workers/cafe-01/luns/disk', { type: 'master', os: 'ubuntu', name: MASTER, mode: 'reset' });
+      expect([cafe.status, cafe.body.disks[0].source]).toEqual([201, { type: 'master', name: MASTER, version: 1 }]);
+      expect((await t.req('GET', '/operations?op=worker.disk.create')).body.entries[0]).toMatchObject({ worker_id: 'cafe-01', master: MASTER, version: 1 });
+      expect((await versionsOf()).map((v) => [v.version, v.disks])).toEqual([[1, 1]]);
+    });
+
+    it('a new file under the same name is version 2; disks made before keep version 1, and a reset restores version 1, not the file', async () => {
+      dropVersion('V2');
+      const v2 = await until(async () => (await versionsOf()).find((v) => v.version === 2));
+      expect(v2).toMatchObject({ version: 2, sha256: sha256(drop()), agents: ['a'], disks: 0, origin: 'drop' });
+      expect((await catalog()).find((m) => m.name === MASTER)?.latest).toBe(2);
+      // Version 1's bytes did not change when the file was replaced.
+      expect(fs.readFileSync(versionFile(1)).subarray(0, 17).toString()).toBe('KURRENT-MASTER-V1');
+
+      // Without a version a disk gets the latest; with one, that one.
+      const latest = await t.req('POST', '/workers/lab-01/luns/disk', { type: 'master', os: 'debian', name: MASTER });
+      const pinned = await t.req('POST', '/workers/lab-01/luns/disk', { type: 'master', os: 'centos', name: MASTER, version: 1 });
+      expect([latest.status, pinned.status]).toEqual([201, 201]);
+      const disks = Object.fromEntries((pinned.body.disks as { os: string; source: { version: number }; backing: string }[]).map((d) => [d.os, d]));
+      expect([disks.debian.source.version, disks.centos.source.version]).toEqual([2, 1]);
+      expect(fs.readFileSync(disks.debian.backing).equals(fs.readFileSync(versionFile(2)))).toBe(true);
+      expect(fs.readFileSync(disks.centos.backing).equals(fs.readFileSync(versionFile(1)))).toBe(true);
+      const missing = await t.req('POST', '/workers/lab-01/luns/disk', { type: 'master', os: 'windows', name: MASTER, version: 9 });
+      expect([missing.status, missing.body.message]).toEqual([404, expect.stringMatching(/^master not found on any enabled disk agent: _tpl_ubuntu_2204\.img version 9 \(a: does not hold version 9\)$/)]);
+      const emptyWithVersion = await t.req('POST', '/workers/lab-01/luns/disk', { type: 'empty', os: 'windows', size: '1G', version: 1 });
+      expect([emptyWithVersion.status, emptyWithVersion.body.message]).toEqual([400, 'version: only with type=master']);
+
+      // The reset disk of cafe-01 holds version 1: scribbled on, it comes back as version 1 at the next boot.
+      const cafeDisk = (await t.req('GET', '/workers/cafe-01')).body.disks[0];
+      expect((await t.req('PUT', '/workers/cafe-01/default-os', { os: 'ubuntu' })).status).toBe(200);
+      const fd = fs.openSync(cafeDisk.backing, 'r+');
+      fs.writeSync(fd, Buffer.from('WRITTEN-BY-THE-WORKER'), 0, 21, 0);
+      fs.closeSync(fd);
+      expect((await t.req('GET', `/devices/report?mac=${CAFE}`, undefined, { authorization: '' })).status).toBe(200);
+      expect((await t.req('GET', `/boot-vars?mac=${CAFE}`, undefined, { authorization: '' })).text).toContain('set menu-default ubuntu');
+      expect(fs.readFileSync(cafeDisk.backing).equals(fs.readFileSync(versionFile(1)))).toBe(true);
+      expect((await t.req('GET', '/operations?op=disk.reset')).body.entries[0]).toMatchObject({ status: 'ok', worker_id: 'cafe-01', master: MASTER, version: 1 });
+      expect((await versionsOf()).map((v) => [v.version, v.disks])).toEqual([
+        [1, 2],
+        [2, 1],
+      ]);
+    });
+
+    it('editing the file in place makes a new version and changes no version; a version in use, or the file itself, cannot be deleted; numbers are never reused', async () => {
+      const before = [sha256(versionFile(1)), sha256(versionFile(2))];
+      const fd = fs.openSync(drop(), 'r+');
+      fs.writeSync(fd, marker('V3'), 0, 512, 0);
+      fs.closeSync(fd);
+      const v3 = await until(async () => (await versionsOf()).find((v) => v.version === 3));
+      expect(v3).toMatchObject({ version: 3, sha256: sha256(drop()) });
+      expect([sha256(versionFile(1)), sha256(versionFile(2))]).toEqual(before);
+
+      const inUse = await t.req('DELETE', `/masters/${MASTER}/versions/1`);
+      expect([inUse.status, inUse.body.message]).toEqual([409, expect.stringMatching(/^version 1 of _tpl_ubuntu_2204\.img is in use by 2 disk\(s\) \((cafe-01\/ubuntu, lab-01\/centos|lab-01\/centos, cafe-01\/ubuntu)\); nothing was deleted$/)]);
+      const theFile = await t.req('DELETE', `/masters/${MASTER}/versions/3`);
+      expect([theFile.status, theFile.body.message]).toEqual([409, expect.stringContaining('is the _tpl_ubuntu_2204.img file in DISK_DIR as it is now; remove or replace that file first')]);
+      expect(fs.existsSync(versionFile(1)) && fs.existsSync(versionFile(3))).toBe(true);
+
+      // Version 2's only disk goes; then version 2 can go.
+      expect((await t.req('DELETE', '/workers/lab-01/luns/disk/debian?delete_file=true')).status).toBe(200);
+      const gone = await t.req('DELETE', `/masters/${MASTER}/versions/2`);
+      expect([gone.status, gone.body]).toEqual([200, { name: MASTER, version: 2, deleted_on: ['a'] }]);
+      expect(fs.existsSync(versionFile(2))).toBe(false);
+      expect((await versionsOf()).map((v) => v.version)).toEqual([1, 3]);
+      expect((await t.req('GET', '/operations?op=master.version.delete')).body.entries.map((e: { status: string; version: number }) => [e.status, e.version])).toEqual([
+        ['failed', 1],
+        ['failed', 3],
+        ['ok', 2],
+      ]);
+      expect((await t.req('DELETE', `/masters/${MASTER}/versions/2`)).status).toBe(404);
+
+      // The next drop is 4, not 2 again; also after the agent restarts. What a killed import left
+      // (a partial copy, an image without its record) is swept at start and never becomes a version.
+      await agent.stop();
+      const store = path.dirname(versionFile(1));
+      fs.writeFileSync(path.join(store, '.4.img.partial'), 'x');
+      fs.writeFileSync(path.join(store, '7.img'), 'x');
+      agent = await spawnAgent(agentEnv());
+      expect(fs.readdirSync(store).filter((f) => f.includes('partial') || f.startsWith('7.'))).toEqual([]);
+      dropVersion('V4');
+      const v4 = await until(async () => (await versionsOf()).find((v) => v.version === 4));
+      expect(v4).toMatchObject({ version: 4, sha256: sha256(drop()) });
+      expect((await versionsOf()).map((v) => v.version)).toEqual([1, 3, 4]);
+    });
+
+    it('notes are set on every agent holding the version and audited; bad names and numbers are a 400 naming the field', async () => {
+      const r = await t.req('PUT', `/masters/${MASTER}/versions/1/note`, { note: 'golden image, November' });
+      expect([r.status, r.body]).toEqual([200, expect.objectContaining({ version: 1, note: 'golden image, November' })]);
+      expect((await versionsOf()).find((v) => v.version === 1)?.note).toBe('golden image, November');
+      expect((await t.req('GET', '/operations?op=master.version.note')).body.entries).toEqual([expect.objectContaining({ name: MASTER, version: 1, agents: ['a'] })]);
+      const bad: [string, string, unknown, number, RegExp][] = [
+        ['DELETE', `/masters/${MASTER}/versions/abc`, undefined, 400, /^version: must be a whole number from 1/],
+        ['DELETE', `/masters/${MASTER}/versions/0`, undefined, 400, /^version: /],
+        ['DELETE', '/masters/ubuntu.img/versions/1', undefined, 400, /^name: ubuntu\.img is not a master image/],
+        ['DELETE', '/masters/.hidden_tpl_/versions/1', undefined, 400, /^name: must be a plain file name/],
+        ['DELETE', `/masters/_tpl_none.img/versions/1`, undefined, 404, /^version not found: no enabled disk agent holds version 1 of _tpl_none\.img$/],
+        ['PUT', `/masters/${MASTER}/versions/1/note`, { note: 'two\nlines' }, 400, /note must be one line/],
+        ['PUT', `/masters/${MASTER}/versions/1/note`, { note: 'x'.repeat(501) }, 400, /note/],
+      ];
+      for (const [method, url, body, status, msg] of bad) {
+        const res = await t.req(method, url, body);
+        expect([method, url, res.status]).toEqual([method, url, status]);
+        expect(res.body.message).toMatch(msg);
+      }
+      expect((await versionsOf()).map((v) => v.version)).toEqual([1, 3, 4]);
+    });
+  });
+});
