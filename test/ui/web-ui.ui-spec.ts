@@ -64,6 +64,8 @@ describe('web UI (Chromium)', () => {
       IPXE_AGENT_TGT_CONTROL_PORT: String(control),
       DISK_DIR: images,
       IPXE_AGENT_STATE_DIR: path.join(dir, 'agent-state'),
+      IPXE_AGENT_MASTER_SCAN_SECONDS: '1',
+      IPXE_AGENT_MASTER_SETTLE_SECONDS: '1',
     });
     t = await startApp({ IPXE_CP_TOKEN: TOKEN, IPXE_CP_RECONCILE_SECONDS: '0', IPXE_CP_AGENT_WATCH_MS: '1000' }, { dir: path.join(dir, 'cp') });
     const port = await freePort();
@@ -356,6 +358,48 @@ describe('web UI (Chromium)', () => {
     await shot('batch-disks');
     for (const id of ['ui-b01', 'ui-b02']) expect((await api('GET', `/workers/${id}`)).body.disks.map((d: { os: string; agent: string }) => [d.os, d.agent])).toEqual([['ubuntu', 'stgt-01']]);
     expect((await api('GET', '/workers/ui-b03')).body.disks).toEqual([]);
+  });
+
+  it('Masters: each version with its agents and disks; a note edited in place; a version no disk holds deleted after a confirmation', async () => {
+    // A second drop of the master (written aside, renamed over, as an operator copies one in) becomes version 2.
+    const images = path.join(dir, 'images');
+    makeFile(path.join(images, '.incoming'), 8 << 20, [{ offset: 0, bytes: Buffer.from('KURRENT-V2') }]);
+    fs.renameSync(path.join(images, '.incoming'), path.join(images, MASTER));
+    const catalog = async () => ((await api('GET', '/masters')).body.catalog as { name: string; versions: { version: number; disks: number; note: string }[] }[]).find((m) => m.name === MASTER);
+    await until(async () => ((await catalog())?.versions.some((v) => v.version === 2) ? true : null));
+    await go('masters');
+    const table = page.getByRole('table', { name: `versions of ${MASTER}` });
+    const v1 = table.getByRole('row', { name: /^v1 / });
+    const v2 = table.getByRole('row', { name: /^v2 / });
+    await v2.waitFor();
+    // Disks made before hold version 1: its Delete is disabled and says why.
+    const disksOnV1 = (await catalog())!.versions.find((v) => v.version === 1)!.disks;
+    expect(disksOnV1).toBeGreaterThan(0);
+    expect(await v1.getByRole('button', { name: 'Delete' }).isDisabled()).toBe(true);
+    expect(await v1.getByRole('button', { name: 'Delete' }).getAttribute('title')).toBe(`${disksOnV1} disks hold this version`);
+    await v2.getByRole('button', { name: 'Edit' }).click();
+    await page.getByLabel('note').fill('new drivers');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await v2.getByText('new drivers').waitFor();
+    expect((await catalog())!.versions.find((v) => v.version === 2)!.note).toBe('new drivers');
+    await shot('masters');
+    await v2.getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Cancel' }).click();
+    expect((await catalog())!.versions.map((v) => v.version)).toEqual([1, 2]);
+    // The file in DISK_DIR is version 2 now: the agent refuses, and the page says why.
+    await v2.getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Delete version' }).click();
+    await page.getByText('remove or replace that file first', { exact: false }).first().waitFor();
+    // Once the file is replaced (version 3), version 2 goes.
+    makeFile(path.join(images, '.incoming'), 8 << 20, [{ offset: 0, bytes: Buffer.from('KURRENT-V3') }]);
+    fs.renameSync(path.join(images, '.incoming'), path.join(images, MASTER));
+    await until(async () => ((await catalog())?.versions.some((v) => v.version === 3) ? true : null));
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await v2.getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Delete version' }).click();
+    await page.getByText(`Version 2 of ${MASTER} deleted on stgt-01`).waitFor();
+    expect((await catalog())!.versions.map((v) => v.version)).toEqual([1, 3]);
+    await v2.waitFor({ state: 'detached' });
   });
 
   it('Batch bind: a fingerprint mismatch is not counted as ok, the confirmation names it, and a run happens once', async () => {

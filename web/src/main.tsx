@@ -8,6 +8,7 @@ import { WorkersPage } from './pages/workers';
 import { WorkerDetailPage } from './pages/worker-detail';
 import { BatchDisksPage } from './pages/batch-disks';
 import { AgentsPage } from './pages/agents';
+import { MastersPage } from './pages/masters';
 import { OperationsPage } from './pages/operations';
 import { OverviewPage } from './pages/overview';
 import { LoginPage } from './pages/login';
@@ -31,6 +32,7 @@ const NAV: [string, string][] = [
   ['workers', 'Workers'],
   ['batch-disks', 'Batch disks'],
   ['agents', 'Agents'],
+  ['masters', 'Masters'],
   ['operations', 'Operations'],
 ];
 
@@ -133,6 +135,7 @@ function Shell({ page, rest, signOut }: { page: string; rest: string[]; signOut:
         {page === 'workers' && rest[0] && <WorkerDetailPage id={rest[0]} />}
         {page === 'batch-disks' && <BatchDisksPage />}
         {page === 'agents' && <AgentsPage />}
+        {page === 'masters' && <MastersPage />}
         {page === 'operations' && <OperationsPage />}
         {!NAV.some(([k]) => k === page) && <p>No page {page}. <a href="#/devices">Devices</a></p>}
       </main>

@@ -146,7 +146,7 @@ function AgentDetail({ agent, masters }: { agent: Agent; masters: Schemas['Agent
         <ul class="small">
           {(masters?.masters ?? []).map((m) => (
             <li key={m.name}>
-              {m.name} · {bytes(m.size)}
+              {m.name} · {bytes(m.size)} · {m.versions.length ? `versions ${m.versions.map((v) => `v${v.version}`).join(', ')}` : 'no version yet'}
             </li>
           ))}
         </ul>

@@ -51,6 +51,10 @@ export function OverviewPage() {
       masterRows.set(m.name, row);
     }
   }
+  const latestOf = (name: string) => {
+    const v = masters.data?.catalog.find((m) => m.name === name)?.latest;
+    return v ? `v${v}` : 'no version yet';
+  };
   return (
     <div class="page">
       <header class="page-head">
@@ -134,12 +138,14 @@ export function OverviewPage() {
           </ul>
         </section>
         <section class="card" aria-label="masters overview">
-          <h3>Masters</h3>
+          <h3>
+            <a href="#/masters">Masters</a>
+          </h3>
           {masterRows.size === 0 && <p class="muted">No master on any agent.</p>}
           <ul class="plain-list">
             {[...masterRows].map(([name, m]) => (
               <li key={name}>
-                <code>{name}</code> {bytes(m.size)} · {new Date(m.mtime * 1000).toISOString().slice(0, 10)} · on {m.agents.join(', ')}
+                <code>{name}</code> {bytes(m.size)} · {latestOf(name)} · {new Date(m.mtime * 1000).toISOString().slice(0, 10)} · on {m.agents.join(', ')}
               </li>
             ))}
           </ul>

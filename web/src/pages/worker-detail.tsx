@@ -196,7 +196,7 @@ function DisksCard({ worker, onChange }: { worker: Worker; onChange: () => void 
                 <td>
                   <code class="small">{d.iqn ?? d.nqn}</code>
                 </td>
-                <td>{d.source.type === 'master' ? `master ${d.source.name ?? ''}` : `empty ${d.source.size ?? ''}`}</td>
+                <td>{d.source.type === 'master' ? `master ${d.source.name ?? ''}${d.source.version ? ` v${d.source.version}` : ''}` : `empty ${d.source.size ?? ''}`}</td>
                 <td>
                   {d.mode === 'reset' ? <Badge kind="pending">reset at boot</Badge> : 'persistent'}
                   {d.os_tag && d.source.type === 'master' && (
@@ -259,7 +259,7 @@ export function MasterPicker({ masters, value, onChange, id }: { masters: Schema
 function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => void }) {
   const act = useAction();
   const masters = useMasters();
-  const [f, setF] = useState({ type: 'master' as 'master' | 'empty', name: '', os: 'windows' as Os, os_version: '', size: '', disk_agent: '', mode: 'persistent' as 'persistent' | 'reset' });
+  const [f, setF] = useState({ type: 'master' as 'master' | 'empty', name: '', version: '', os: 'windows' as Os, os_version: '', size: '', disk_agent: '', mode: 'persistent' as 'persistent' | 'reset' });
   // The API never makes a single new disk the default (reference 7.3: set separately, seed 004:
   // no default means the reboot loop); the page offers it, ticked while the worker has none.
   const [makeDefault, setMakeDefault] = useState(!worker.default_disk && !worker.default_os);
@@ -273,7 +273,7 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
           e.preventDefault();
           // A master's name or an empty disk's size, never both (the spec's oneOf).
           const body: Schemas['CreateDiskDto'] = {
-            ...(f.type === 'master' ? { type: 'master' as const, name: f.name } : { type: 'empty' as const, size: f.size.trim() }),
+            ...(f.type === 'master' ? { type: 'master' as const, name: f.name, ...(f.version ? { version: Number(f.version) } : {}) } : { type: 'empty' as const, size: f.size.trim() }),
             os: f.os,
             ...(f.os_version.trim() ? { os_version: f.os_version.trim() } : {}),
             ...(f.disk_agent ? { disk_agent: f.disk_agent } : {}),
@@ -302,7 +302,7 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
         </Field>
         {f.type === 'master' ? (
           <Field label="Master">
-            <MasterPicker masters={masters.data} value={f.name} onChange={(name) => setF({ ...f, name, disk_agent: '' })} />
+            <MasterPicker masters={masters.data} value={f.name} onChange={(name) => setF({ ...f, name, version: '', disk_agent: '' })} />
           </Field>
         ) : (
           <Field label="Size" hint="e.g. 40G">
@@ -325,6 +325,19 @@ function CreateDiskCard({ worker, onChange }: { worker: Worker; onChange: () => 
             ))}
           </select>
         </Field>
+        {f.type === 'master' && (
+          <Field label="Version" hint="of the master">
+            <select name="version" value={f.version} onChange={(e) => setF({ ...f, version: e.currentTarget.value })}>
+              <option value="">latest</option>
+              {(masters.data?.catalog.find((m) => m.name === f.name)?.versions ?? []).map((v) => (
+                <option key={v.version} value={String(v.version)}>
+                  v{v.version}
+                  {v.note ? ` · ${v.note}` : ''}
+                </option>
+              ))}
+            </select>
+          </Field>
+        )}
         {f.type === 'master' && (
           <Field label="Mode" hint="reset: back to the master at every boot">
             <select name="mode" value={f.mode} onChange={(e) => setF({ ...f, mode: e.currentTarget.value as 'persistent' | 'reset' })}>
