@@ -603,6 +603,73 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/masters/{name}/rollout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The master's rollout: every disk of the master with the version it holds, its target and its worker's boot since
+         * @description The master's rollout: every disk of the master with the version it holds, its target and its worker's boot since.
+         */
+        get: operations["getMasterRollout"];
+        put?: never;
+        /**
+         * Starts a rollout of a version (replacing the master's rollout, if any): the canary workers'
+         *     disks first…
+         * @description Starts a rollout of a version (replacing the master's rollout, if any): the canary workers'
+         *     disks first (`canary_workers` or `canary_percent`), or every disk at once. `reset` disks take
+         *     it at their worker's next boot; `persistent` ones when rebased.
+         */
+        post: operations["startMasterRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/rollout/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * From the canary workers to every disk of the master
+         * @description From the canary workers to every disk of the master.
+         */
+        post: operations["promoteMasterRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/rollout/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A rollout back to the version before the current one, with the same stages (a canary first if given)
+         * @description A rollout back to the version before the current one, with the same stages (a canary first if given).
+         */
+        post: operations["rollbackMasterRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/masters/{name}/versions/{version}": {
         parameters: {
             query?: never;
@@ -1024,6 +1091,29 @@ export interface paths {
          */
         put: operations["setWorkerDiskMode"];
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workers/{worker_id}/luns/disk/{os_tag}/rebase": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rebases a disk onto a master version (its rollout's target by default): everything on the
+         *     disk is replaced, so…
+         * @description Rebases a disk onto a master version (its rollout's target by default): everything on the
+         *     disk is replaced, so `discard_data: true` is required. How a persistent disk follows a
+         *     rollout. Refused while an initiator holds a session on the disk. Audited `worker.disk.rebase`.
+         */
+        post: operations["rebaseWorkerDisk"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2067,6 +2157,15 @@ export interface components {
             role: components["schemas"]["AgentRoleOutDto"];
             tags: string[];
         };
+        RebaseDiskDto: {
+            /**
+             * @description Must be true: a rebase replaces everything on the disk with the master version, what the worker wrote is gone.
+             * @enum {boolean}
+             */
+            discard_data: true;
+            /** @description The master version the disk is to hold (default: its rollout's target, else the master's latest). */
+            version?: number;
+        };
         ReconcileAccessDto: {
             agent: string;
             error?: string;
@@ -2133,6 +2232,68 @@ export interface components {
             /** @description Seats left; null without a quota. */
             remaining: number | null;
         };
+        RolloutBootDto: {
+            /** @enum {string} */
+            outcome: "in_progress" | "booted" | "failed" | "stuck" | "superseded" | "waiting" | "held";
+            started_at: string;
+        };
+        RolloutCanaryDto: {
+            /** @description Percent (1-100) of the master's workers, at least one, picked by a hash of master, version and worker (fixed at the start). */
+            canary_percent?: number;
+            /** @description Workers whose disks take the version first (each must have a disk of the master). */
+            canary_workers?: string[];
+        };
+        RolloutDiskDto: {
+            agent: string;
+            /** @description The worker's last boot if it began after the rollout reached the worker. */
+            boot_since: components["schemas"]["RolloutBootDto"] | null;
+            canary: boolean;
+            /** @enum {string} */
+            mode: "persistent" | "reset";
+            os: string;
+            os_tag: string | null;
+            /**
+             * @description on_target; at_next_boot (a reset disk: restored to the target when its worker next boots);
+             *     needs_rebase (a persistent disk: only a rebase, which discards its data, moves it);
+             *     not_reached (the rollout is in its canary phase and this worker is not a canary).
+             * @enum {string}
+             */
+            state: "on_target" | "at_next_boot" | "needs_rebase" | "not_reached";
+            /** @description The version it is to hold now. */
+            target: number | null;
+            /** @description The version the disk holds (null: made before versions). */
+            version: number | null;
+            worker_id: string;
+        };
+        RolloutDto: {
+            canary: string[];
+            disks: components["schemas"]["RolloutDiskDto"][];
+            name: string;
+            /** @enum {string} */
+            phase: "canary" | "all";
+            previous: number | null;
+            promoted_at: string | null;
+            rollback: boolean;
+            started_at: string;
+            summary: components["schemas"]["RolloutSummaryDto"];
+            version: number;
+        };
+        RolloutSummaryDto: {
+            at_next_boot: number;
+            /** @description Reached workers whose last boot since then booted. */
+            booted: number;
+            by_version: components["schemas"]["RolloutVersionCountDto"][];
+            disks: number;
+            /** @description ... failed or got stuck. */
+            failed: number;
+            needs_rebase: number;
+            not_reached: number;
+            on_target: number;
+        };
+        RolloutVersionCountDto: {
+            disks: number;
+            version: number | null;
+        };
         ScanCreatedDto: {
             cd: boolean;
             iqn: string;
@@ -2183,6 +2344,14 @@ export interface components {
              * @example 00:0c:29:b9:8b:2d
              */
             mac: string;
+        };
+        StartRolloutDto: {
+            /** @description Percent (1-100) of the master's workers, at least one, picked by a hash of master, version and worker (fixed at the start). */
+            canary_percent?: number;
+            /** @description Workers whose disks take the version first (each must have a disk of the master). */
+            canary_workers?: string[];
+            /** @description The version the master's disks are to hold. */
+            version: number;
         };
         UpdateAgentDto: {
             /** @example http://10.0.0.3:4840 */
@@ -4554,6 +4723,287 @@ export interface operations {
             };
         };
     };
+    getMasterRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutDto"];
+                };
+            };
+            /** @description name malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no rollout of this master */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    startMasterRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartRolloutDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutDto"];
+                };
+            };
+            /** @description invalid input (the message names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no enabled disk agent holds the version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no disk of the master; the version is missing or other bytes on an agent with disks of it; every disk is already to hold it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent failed. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    promoteMasterRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutDto"];
+                };
+            };
+            /** @description name malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no rollout of this master */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the rollout already covers every disk */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    rollbackMasterRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RolloutCanaryDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutDto"];
+                };
+            };
+            /** @description invalid input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no rollout of this master */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no version before the current rollout */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent failed. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
     deleteMasterVersion: {
         parameters: {
             query?: never;
@@ -6254,6 +6704,104 @@ export interface operations {
             };
             /** @description Internal error: the message carries an error_id, under which the log has the details. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description The state directory is not writable (read-only volume). Nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    rebaseWorkerDisk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                worker_id: string;
+                os_tag: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RebaseDiskDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerDto"];
+                };
+            };
+            /** @description discard_data not true, a bad version, or a disk made empty */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description worker, disk or version not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description an initiator holds a session on the disk, or DISK_DIR cannot reflink */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent failed. */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -10,6 +10,7 @@ const CONTROL = 6100 + off;
 const PORTAL = CONTROL + 10000;
 const AGENT_PORT = 28200 + off;
 const CAFE = '02:00:00:00:26:11';
+const CAFE2 = '02:00:00:00:26:12';
 const MASTER = '_tpl_ubuntu_2204.img';
 
 const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
@@ -173,7 +174,7 @@ describe('master versions: drops become immutable versions, disks hold a version
         ['DELETE', '/masters/ubuntu.img/versions/1', undefined, 400, /^name: ubuntu\.img is not a master image/],
         ['DELETE', '/masters/.hidden_tpl_/versions/1', undefined, 400, /^name: must be a plain file name/],
         ['DELETE', `/masters/_tpl_none.img/versions/1`, undefined, 404, /^version not found: no enabled disk agent holds version 1 of _tpl_none\.img$/],
-        ['PUT', `/masters/${MASTER}/versions/1/note`, { note: 'two\nlines' }, 400, /note must be one line/],
+        ['PUT', `/masters/${MASTER}/versions/1/note`, { note: 'two\nlines' }, 400, /^note: must be one line without control characters$/],
         ['PUT', `/masters/${MASTER}/versions/1/note`, { note: 'x'.repeat(501) }, 400, /note/],
       ];
       for (const [method, url, body, status, msg] of bad) {
@@ -182,6 +183,91 @@ describe('master versions: drops become immutable versions, disks hold a version
         expect(res.body.message).toMatch(msg);
       }
       expect((await versionsOf()).map((v) => v.version)).toEqual([1, 3, 4]);
+    });
+
+    it('rollout: the canary first, then all; reset disks take it at their next boot, persistent ones only by a rebase; rollback the same way', async () => {
+      // State: versions 1, 3, 4; cafe-01's ubuntu disk (reset) and lab-01's centos disk (persistent) hold version 1.
+      await t.req('POST', '/devices', { mac: CAFE2 });
+      expect((await t.req('POST', '/workers', { worker_id: 'cafe-02', mac: CAFE2 })).status).toBe(201);
+      const c2 = await t.req('POST', '/workers/cafe-02/luns/disk', { type: 'master', os: 'ubuntu', name: MASTER, version: 1, mode: 'reset' });
+      expect(c2.status).toBe(201);
+      expect((await t.req('PUT', '/workers/cafe-02/default-os', { os: 'ubuntu' })).status).toBe(200);
+      const backing = async (w: string, os: string) => ((await t.req('GET', `/workers/${w}`)).body.disks as { os: string; backing: string; source: { version: number } }[]).find((d) => d.os === os)!;
+      const holds = async (w: string, os: string, v: number) => fs.readFileSync((await backing(w, os)).backing).equals(fs.readFileSync(versionFile(v)));
+      const powerOn = async (mac: string) => {
+        expect((await t.req('GET', `/devices/report?mac=${mac}`, undefined, { authorization: '' })).status).toBe(200);
+        expect((await t.req('GET', `/boot-vars?mac=${mac}`, undefined, { authorization: '' })).text).toContain('set menu-default ubuntu');
+      };
+      const states = (r: { disks: { worker_id: string; os: string; state: string; version: number }[] }) => r.disks.map((d) => `${d.worker_id}/${d.os}: v${d.version} ${d.state}`);
+
+      // Bad input, nothing started.
+      for (const [body, status, msg] of [
+        [{ version: 9 }, 404, /^version not found: no enabled disk agent holds version 9/],
+        [{ version: 4, canary_workers: ['nobody'] }, 400, /^canary_workers: nobody has no disk of _tpl_ubuntu_2204\.img$/],
+        [{ version: 4, canary_workers: ['cafe-01'], canary_percent: 10 }, 400, /^canary_workers: give the canary as workers or as a percentage, not both$/],
+        [{ version: 4, canary_percent: 0 }, 400, /^canary_percent: must be a whole number from 1 to 100$/],
+        [{}, 400, /^version: is required$/],
+      ] as const) {
+        const r = await t.req('POST', `/masters/${MASTER}/rollout`, body);
+        expect([r.status, r.body.message]).toEqual([status, expect.stringMatching(msg)]);
+      }
+      expect((await t.req('GET', `/masters/${MASTER}/rollout`)).status).toBe(404);
+
+      const started = await t.req('POST', `/masters/${MASTER}/rollout`, { version: 4, canary_workers: ['cafe-01'] });
+      expect([started.status, started.body.phase, started.body.previous, started.body.canary]).toEqual([200, 'canary', 1, ['cafe-01']]);
+      expect(states(started.body)).toEqual(['cafe-01/ubuntu: v1 at_next_boot', 'cafe-02/ubuntu: v1 not_reached', 'lab-01/centos: v1 not_reached']);
+      // The canary boots version 4; the others stay on 1.
+      await powerOn(CAFE);
+      await powerOn(CAFE2);
+      expect([await holds('cafe-01', 'ubuntu', 4), await holds('cafe-02', 'ubuntu', 1)]).toEqual([true, true]);
+      let view = (await t.req('GET', `/masters/${MASTER}/rollout`)).body;
+      expect(states(view)).toEqual(['cafe-01/ubuntu: v4 on_target', 'cafe-02/ubuntu: v1 not_reached', 'lab-01/centos: v1 not_reached']);
+      expect(view.disks[0].boot_since).toEqual({ started_at: expect.any(String), outcome: 'in_progress' });
+      expect(view.summary.by_version).toEqual([
+        { version: 1, disks: 2 },
+        { version: 4, disks: 1 },
+      ]);
+      expect((await t.req('GET', '/operations?op=worker.disk.version')).body.entries[0]).toMatchObject({ worker_id: 'cafe-01', version: 4, previous: 1, reason: 'reset at boot' });
+      // A disk made during the canary phase gets the fleet's version, not the new one.
+      const during = await t.req('POST', '/workers/cafe-02/luns/disk', { type: 'master', os: 'debian', name: MASTER });
+      expect(during.body.disks.find((d: { os: string }) => d.os === 'debian').source.version).toBe(1);
+      expect((await t.req('DELETE', '/workers/cafe-02/luns/disk/debian?delete_file=true')).status).toBe(200);
+
+      // All: the other reset disk at its next boot; the persistent one waits for its rebase.
+      const promoted = await t.req('POST', `/masters/${MASTER}/rollout/promote`);
+      expect([promoted.status, promoted.body.phase]).toEqual([200, 'all']);
+      expect(states(promoted.body)).toEqual(['cafe-01/ubuntu: v4 on_target', 'cafe-02/ubuntu: v1 at_next_boot', 'lab-01/centos: v1 needs_rebase']);
+      expect((await t.req('POST', `/masters/${MASTER}/rollout/promote`)).status).toBe(409);
+      await powerOn(CAFE2);
+      expect(await holds('cafe-02', 'ubuntu', 4)).toBe(true);
+      const lab = await backing('lab-01', 'centos');
+      const tag = (await t.req('GET', '/workers/lab-01')).body.disks.find((d: { os: string }) => d.os === 'centos').os_tag;
+      const noConsent = await t.req('POST', `/workers/lab-01/luns/disk/${tag}/rebase`, {});
+      expect([noConsent.status, noConsent.body.message]).toEqual([400, 'discard_data: is required']);
+      const refused = await t.req('POST', `/workers/lab-01/luns/disk/${tag}/rebase`, { discard_data: false });
+      expect([refused.status, refused.body.message]).toEqual([400, 'discard_data: must be true: a rebase replaces everything on the disk with the master version']);
+      expect(fs.readFileSync(lab.backing).equals(fs.readFileSync(versionFile(1)))).toBe(true);
+      const rebased = await t.req('POST', `/workers/lab-01/luns/disk/${tag}/rebase`, { discard_data: true });
+      expect([rebased.status, rebased.body.disks.find((d: { os: string }) => d.os === 'centos').source.version]).toEqual([200, 4]);
+      expect(await holds('lab-01', 'centos', 4)).toBe(true);
+      view = (await t.req('GET', `/masters/${MASTER}/rollout`)).body;
+      expect(view.summary).toMatchObject({ disks: 3, on_target: 3, by_version: [{ version: 4, disks: 3 }] });
+
+      // Versions a rollout needs stay.
+      const target = await t.req('DELETE', `/masters/${MASTER}/versions/4`);
+      expect([target.status, target.body.message]).toEqual([409, `version 4 of ${MASTER} is in use by the rollout of ${MASTER} (its target); nothing was deleted`]);
+      const back = await t.req('DELETE', `/masters/${MASTER}/versions/1`);
+      expect([back.status, back.body.message]).toEqual([409, `version 1 of ${MASTER} is in use by the rollout of ${MASTER} (the version a rollback returns to); nothing was deleted`]);
+
+      // Rollback: to version 1, every disk at once here.
+      const rb = await t.req('POST', `/masters/${MASTER}/rollout/rollback`, {});
+      expect([rb.status, rb.body.version, rb.body.previous, rb.body.phase, rb.body.rollback]).toEqual([200, 1, 4, 'all', true]);
+      await powerOn(CAFE);
+      expect(await holds('cafe-01', 'ubuntu', 1)).toBe(true);
+      expect(states((await t.req('GET', `/masters/${MASTER}/rollout`)).body)).toEqual(['cafe-01/ubuntu: v1 on_target', 'cafe-02/ubuntu: v4 at_next_boot', 'lab-01/centos: v4 needs_rebase']);
+      const ops = [];
+      for (const op of ['master.rollout', 'master.rollout.promote', 'master.rollback']) ops.push(...(await t.req('GET', `/operations?op=${op}`)).body.entries.map((e: { op: string; version: number }) => `${e.op} ${e.version}`));
+      expect(ops).toEqual(['master.rollout 4', 'master.rollout.promote 4', 'master.rollback 1']);
     });
   });
 });

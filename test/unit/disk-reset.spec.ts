@@ -43,6 +43,7 @@ function setup(opts: { disks?: Partial<DiskRecord>[]; agent?: (iqn: string, n: n
     { record: async (op: string, e: Record<string, unknown>) => void audits.push({ op, ...e }) } as never,
     { diskResetTimeoutMs: 1200 } as never,
     { now: () => new Date() } as never,
+    { targetOf: (_w: string, d: DiskRecord) => (d.source.type === 'master' ? d.source.version : undefined) } as never,
   );
   return { svc, session, calls, audits, worker, report: (mac: string) => started(mac, 'report') };
 }

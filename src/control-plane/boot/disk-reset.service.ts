@@ -4,6 +4,7 @@ import { BootSessionsService } from '../boots/boot-sessions.service';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
+import { RolloutsService } from '../masters/rollouts.service';
 import { DiskRecord, targetName, WorkerRecord } from '../repositories/ledger/records';
 import { AgentHttpError } from '../storage-nodes/agent-gateway';
 import { StorageNodeRegistry } from '../storage-nodes/storage-node-registry';
@@ -34,6 +35,7 @@ export class DiskResetService {
     private readonly audit: AuditService,
     private readonly config: AppConfig,
     private readonly clock: Clock,
+    private readonly rollouts: RolloutsService,
   ) {
     // A boot's report starts the restore; /boot-vars then finds it under way (or done).
     sessions.onStarted((mac, stage) => {
@@ -73,8 +75,9 @@ export class DiskResetService {
   private async resetOne(w: WorkerRecord, d: DiskRecord): Promise<string | null> {
     const iqn = targetName(d);
     const master = d.source.type === 'master' ? d.source.name : null;
-    // A disk made before versions has none recorded: its agent restores the latest.
-    const version = d.source.type === 'master' ? d.source.version : undefined;
+    // The rollout's version once it has reached this worker, else the disk's own (a disk made
+    // before versions has none: its agent restores the latest).
+    const version = this.rollouts.targetOf(w.worker_id, d);
     let restored: number | undefined;
     const deadline = this.clock.now().getTime() + this.config.diskResetTimeoutMs;
     let error = master ? '' : 'the disk was not cloned from a master';
@@ -102,6 +105,10 @@ export class DiskResetService {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
+    // The disk holds another version now (a rollout reached it): the ledger says so.
+    if (!error && restored !== undefined && d.source.type === 'master' && d.source.version !== restored) {
+      await this.recordVersion(w.worker_id, d, restored).catch((e) => (error = `restored to version ${restored}, but the ledger could not record it: ${(e as Error).message}`));
+    }
     await this.audit.record('disk.reset', {
       ...(error ? { status: 'failed', error } : {}),
       worker_id: w.worker_id,
@@ -115,5 +122,22 @@ export class DiskResetService {
     });
     if (error) this.log.warn(`reset of ${iqn} (${w.worker_id}) failed: ${error}`);
     return error ? `${d.os} (${iqn}): ${error}` : null;
+  }
+
+  private recordVersion(workerId: string, d: DiskRecord, version: number): Promise<void> {
+    const name = targetName(d);
+    return this.store.exclusive(() =>
+      this.store.commit((tx) => {
+        const cur = tx.workers.get(workerId);
+        const i = cur?.disks.findIndex((x) => x.agent === d.agent && targetName(x) === name) ?? -1;
+        if (!cur || i < 0) return;
+        const disk = cur.disks[i];
+        if (disk.source.type !== 'master') return;
+        const disks = [...cur.disks];
+        disks[i] = { ...disk, source: { ...disk.source, version } };
+        tx.workers.set(workerId, { ...cur, disks });
+        tx.audit('worker.disk.version', { worker_id: workerId, os: disk.os, os_tag: disk.os_tag ?? null, iqn: name, master: disk.source.name, version, previous: disk.source.version ?? null, reason: 'reset at boot', client: 'boot' });
+      }),
+    );
   }
 }

@@ -1,11 +1,15 @@
 import { Module } from '@nestjs/common';
+import { BootsModule } from '../boots/boots.module';
 import { StorageNodesModule } from '../storage-nodes/storage-nodes.module';
 import { MastersController } from './masters.controller';
 import { MastersService } from './masters.service';
+import { RolloutsController } from './rollouts.controller';
+import { RolloutsService } from './rollouts.service';
 
 @Module({
-  imports: [StorageNodesModule],
-  controllers: [MastersController],
-  providers: [MastersService],
+  imports: [StorageNodesModule, BootsModule],
+  controllers: [MastersController, RolloutsController],
+  providers: [MastersService, RolloutsService],
+  exports: [RolloutsService],
 })
 export class MastersModule {}

@@ -11,12 +11,20 @@ import type { AgentMastersDto, DeletedMasterVersionOutDto, MasterCatalogDto, Mas
 /** Masters and their versions over the fleet: the seed's per-agent list, a catalog per master, deletion and notes. */
 @Injectable()
 export class MastersService {
+  /** Other holders of versions (rollouts): each names why a version cannot go, or null. */
+  private readonly inUseChecks: ((name: string, version: number) => string | null)[] = [];
+
   constructor(
     private readonly registry: StorageNodeRegistry,
     private readonly storageNodes: StorageNodesService,
     private readonly store: LedgerRepository,
     private readonly audit: AuditService,
   ) {}
+
+  /** A version a check names a reason for is not deleted (RolloutsService registers one). */
+  addInUseCheck(fn: (name: string, version: number) => string | null): void {
+    this.inUseChecks.push(fn);
+  }
 
   /** GET /masters: every enabled disk-role agent in parallel; failures per agent, 502 if all fail. */
   async list(client: string): Promise<MastersDto> {
@@ -43,6 +51,11 @@ export class MastersService {
    */
   async deleteVersion(rawName: string, rawVersion: string, client: string): Promise<DeletedMasterVersionOutDto> {
     const [name, version] = checkVersionRef(rawName, rawVersion);
+    const held = this.inUseChecks.map((f) => f(name, version)).find((x) => x);
+    if (held) {
+      await this.audit.record('master.version.delete', { status: 'failed', name, version, error: held, client });
+      throw conflict(`version ${version} of ${name} is in use by ${held}; nothing was deleted`);
+    }
     const users = this.disksOn(name, version);
     if (users.length) {
       await this.audit.record('master.version.delete', { status: 'failed', name, version, error: 'in use', client });

@@ -9,6 +9,8 @@ import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { AuditService } from '../audit/audit.service';
 import type { CreatedLunDto } from '../../shared/agent-contract/luns.dto';
 import { CredentialsService } from '../credentials/credentials.service';
+import { RolloutsService } from '../masters/rollouts.service';
+import { AppConfig } from '../config/app-config';
 import { IscsiAccessService } from '../credentials/iscsi-access.service';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { Mutex } from '../../shared/files/mutex';
@@ -48,6 +50,8 @@ export class DisksService {
     private readonly audit: AuditService,
     private readonly credentials: CredentialsService,
     private readonly iscsiAccess: IscsiAccessService,
+    private readonly rollouts: RolloutsService,
+    private readonly config: AppConfig,
   ) {}
 
   /**
@@ -239,6 +243,11 @@ export class DisksService {
     if (plan.initiators) await this.credentials.ensureIssued(id, client, 'first iSCSI disk (CHAP)');
     // A revoked credential gives a locked target: the disk exists, no one logs in until a PUT issues a new one.
     const chap = plan.initiators ? this.iscsiAccess.targetChap(id).chap : undefined;
+    // Without a version asked for, a disk of a master under rollout gets the fleet's version.
+    if (spec.type === 'master' && spec.version === undefined) {
+      const v = this.rollouts.defaultVersion(spec.name!);
+      if (v !== undefined) spec = { ...spec, version: v };
+    }
     const body = {
       iqn: plan.name,
       filename: plan.filename,
@@ -406,6 +415,47 @@ export class DisksService {
           disks[i] = mode === 'reset' ? { ...rest, mode } : rest;
           tx.workers.set(id, { ...cur, disks });
           tx.audit('worker.disk.mode', { worker_id: id, os: disk.os, os_tag: osTag, iqn: targetName(disk), mode, previous: _old ?? 'persistent', client });
+          return { ...cur, disks };
+        }),
+      );
+    });
+  }
+
+  /**
+   * POST .../luns/disk/{os_tag}/rebase: the disk restored to a master version (its rollout's
+   * target by default), discarding what the worker wrote; the way a persistent disk follows a
+   * rollout. Refused by the agent while an initiator holds a session on it.
+   */
+  async rebase(rawId: string, osTag: string, version: number | undefined, client: string): Promise<WorkerRecord> {
+    const id = this.parseId(rawId);
+    return this.forWorker(id, async () => {
+      const w = this.store.read().workers.get(id);
+      if (!w) throw notFound(`worker not found: ${id}`);
+      const disk = w.disks.find((d) => d.os_tag === osTag);
+      if (!disk) throw notFound(`disk not found: ${id} has no disk with os_tag ${osTag}`);
+      if (disk.source.type !== 'master') throw badRequest(`the ${disk.os} disk of ${id} was made empty: there is no master version to rebase it to`);
+      const a = this.registry.get(disk.agent);
+      if (!a) throw notFound(`agent not found: ${disk.agent}`);
+      const master = disk.source.name;
+      const want = version ?? this.rollouts.targetOf(id, disk);
+      const iqn = targetName(disk);
+      let restored: number;
+      try {
+        restored = (await this.storageNodes.resetDisk(a, { iqn, master, ...(want ? { version: want } : {}) }, this.config.agentTimeoutMs)).version;
+      } catch (e) {
+        await this.audit.record('worker.disk.rebase', { status: 'failed', worker_id: id, os: disk.os, os_tag: osTag, iqn, master, version: want ?? null, error: (e as Error).message, client });
+        throw e;
+      }
+      return this.store.exclusive(() =>
+        this.store.commit((tx) => {
+          const cur = tx.workers.get(id);
+          const i = cur?.disks.findIndex((d) => d.os_tag === osTag) ?? -1;
+          if (!cur || i < 0) throw notFound(`disk not found: ${id} ${osTag} (deleted meanwhile)`);
+          const d = cur.disks[i];
+          const disks = [...cur.disks];
+          disks[i] = { ...d, source: { type: 'master', name: master, version: restored } };
+          tx.workers.set(id, { ...cur, disks });
+          tx.audit('worker.disk.rebase', { worker_id: id, os: d.os, os_tag: osTag, iqn, master, version: restored, previous: d.source.type === 'master' ? (d.source.version ?? null) : null, client });
           return { ...cur, disks };
         }),
       );

@@ -14,7 +14,7 @@ import {
 } from './dto/update-worker.dto';
 import { DeleteWorkerResultDto, WorkerDto, WorkerMacDto, WorkerStatusDto } from './dto/worker.dto';
 import { DisksService } from './disks.service';
-import { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DeleteDiskQueryDto, DiskModeDto } from './dto/disk.dto';
+import { BatchDiskDto, BatchDiskResultDto, CreateDiskDto, DeleteDiskQueryDto, DiskModeDto, RebaseDiskDto } from './dto/disk.dto';
 import { WorkersService } from './workers.service';
 
 @ApiTags('workers')
@@ -64,6 +64,18 @@ export class WorkersController {
   @Put(':worker_id/luns/disk/:os_tag/mode')
   setDiskMode(@Param('worker_id') id: string, @Param('os_tag') osTag: string, @Body() body: DiskModeDto, @ClientIp() client: string): Promise<WorkerDto> {
     return this.workers.setDiskMode(id, osTag, body.mode, client);
+  }
+
+  /**
+   * Rebases a disk onto a master version (its rollout's target by default): everything on the
+   * disk is replaced, so `discard_data: true` is required. How a persistent disk follows a
+   * rollout. Refused while an initiator holds a session on the disk. Audited `worker.disk.rebase`.
+   */
+  @ApiErrors([400, 'discard_data not true, a bad version, or a disk made empty'], [404, 'worker, disk or version not found'], [409, 'an initiator holds a session on the disk, or DISK_DIR cannot reflink'], 502, 'writes')
+  @HttpCode(200)
+  @Post(':worker_id/luns/disk/:os_tag/rebase')
+  rebaseDisk(@Param('worker_id') id: string, @Param('os_tag') osTag: string, @Body() body: RebaseDiskDto, @ClientIp() client: string): Promise<WorkerDto> {
+    return this.workers.rebaseDisk(id, osTag, body.version, client);
   }
 
   /** Deletes one system disk (target, and the .img with delete_file=true); clears default_os if it was this os. */

@@ -194,6 +194,10 @@ export class WorkersService {
     return this.project(await this.disks.setMode(rawId, osTag, mode, client));
   }
 
+  async rebaseDisk(rawId: string, osTag: string, version: number | undefined, client: string): Promise<WorkerDto> {
+    return this.project(await this.disks.rebase(rawId, osTag, version, client));
+  }
+
   async deleteDisk(rawId: string, os: string, q: DeleteDiskQueryDto, client: string): Promise<WorkerDto> {
     return this.project(await this.disks.remove(rawId, os, q.delete_file ?? false, q.ignore_missing_target ?? false, q.os_version, client));
   }

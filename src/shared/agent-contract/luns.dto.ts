@@ -269,7 +269,7 @@ export class MasterNoteDto {
   /** What changed in this version (up to 500 characters, one line). */
   @IsString()
   @MaxLength(500)
-  @Matches(/^[^\u0000-\u001f\u007f\u2028\u2029]*$/, { message: 'note must be one line without control characters' })
+  @Matches(/^[^\u0000-\u001f\u007f\u2028\u2029]*$/, { message: 'must be one line without control characters' })
   note!: string;
 }
 

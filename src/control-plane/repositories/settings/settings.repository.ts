@@ -15,6 +15,21 @@ export interface SettingsFile {
   signature_enforcement?: boolean;
   /** Boot-loop and stuck-boot rules (GET /settings/boot-policy); absent: the defaults. */
   boot_policy?: { loop_threshold?: number; loop_window_minutes?: number; loop_action?: 'hold' | 'keep-looping'; stuck_after_seconds?: number };
+  /** Per master, its rollout (which version its disks are to hold): RolloutsService. */
+  master_rollouts?: Record<string, RolloutState>;
+}
+
+/** A master's rollout: its disks move to `version`, first those of the canary workers, then all. */
+export interface RolloutState {
+  version: number;
+  /** The version the fleet was on before (what a rollback selects); null when none was known. */
+  previous: number | null;
+  /** Workers whose disks take the version in the canary phase (fixed when the rollout starts). */
+  canary: string[];
+  phase: 'canary' | 'all';
+  rollback: boolean;
+  started_at: string;
+  promoted_at?: string;
 }
 
 /** The settings document; the engine is chosen once by RepositoriesModule. */

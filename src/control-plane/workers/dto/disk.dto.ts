@@ -1,7 +1,7 @@
 import { SIZE_FORMS, SIZE_PATTERN } from '../../../shared/size';
 import { ApiProperty } from '@nestjs/swagger';
 import { Transform, Type } from 'class-transformer';
-import { ArrayMaxSize, ArrayMinSize, IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, MaxLength, Min, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, Equals, IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, MaxLength, Min, ValidateNested } from 'class-validator';
 import { IsWorkerId, QueryBool } from '../../../shared/validators';
 import { OS_ITEMS } from '../menu';
 
@@ -33,8 +33,8 @@ export class DiskSpecDto {
 
   /** The master version to clone (type=master; default: the latest on the chosen agent). */
   @IsOptional()
-  @IsInt({ message: 'version must be a whole number from 1' })
-  @Min(1, { message: 'version must be a whole number from 1' })
+  @IsInt({ message: 'must be a whole number from 1' })
+  @Min(1, { message: 'must be a whole number from 1' })
   @ApiProperty({ required: false, minimum: 1 })
   version?: number;
 
@@ -62,6 +62,21 @@ export class DiskModeDto {
   @IsIn(['persistent', 'reset'], { message: 'must be persistent or reset' })
   @ApiProperty({ enum: ['persistent', 'reset'] })
   mode!: 'persistent' | 'reset';
+}
+
+/** POST /workers/{worker_id}/luns/disk/{os_tag}/rebase. */
+export class RebaseDiskDto {
+  /** The master version the disk is to hold (default: its rollout's target, else the master's latest). */
+  @IsOptional()
+  @IsInt({ message: 'must be a whole number from 1' })
+  @Min(1, { message: 'must be a whole number from 1' })
+  @ApiProperty({ required: false, minimum: 1 })
+  version?: number;
+
+  /** Must be true: a rebase replaces everything on the disk with the master version, what the worker wrote is gone. */
+  @Equals(true, { message: 'must be true: a rebase replaces everything on the disk with the master version' })
+  @ApiProperty({ enum: [true] })
+  discard_data!: boolean;
 }
 
 export class CreateDiskDto extends DiskSpecDto {
