@@ -198,6 +198,19 @@ describe('kurrent CLI', () => {
     expect([inUse.code, inUse.err]).toEqual([5, expect.stringContaining('409: version 1 of _tpl_ubuntu_2204.img is in use by 2 disk(s)')]);
     expect((await cli(['masters', 'delete-version', '_tpl_ubuntu_2204.img', '1'])).code).toBe(2); // destructive: --yes off a terminal
     expect((await cli(['masters', 'versions', '_tpl_none.img'])).code).toBe(4);
+    // Rollout (to the same version here: one version exists): canary, status, promote, rollback refused without a version before.
+    const ro = await ok(['masters', 'rollout', '_tpl_ubuntu_2204.img', '1', '--canary', 'seat-03', '--json']);
+    expect(ro.json).toMatchObject({ version: 1, phase: 'canary', canary: ['seat-03'], summary: { disks: 2, on_target: 1, not_reached: 1 } });
+    expect((await ok(['masters', 'rollout', '_tpl_ubuntu_2204.img'])).out).toMatch(/^_tpl_ubuntu_2204\.img: rollout to version 1 \(from 1\), phase canary, canary seat-03\n1\/2 on target, 0 at next boot, 0 need a rebase, 1 not reached; booted 0, failed 0\nWORKER_ID +OS /);
+    expect((await ok(['masters', 'promote', '_tpl_ubuntu_2204.img', '--json'])).json.phase).toBe('all');
+    expect((await cli(['masters', 'rollout', '_tpl_ubuntu_2204.img', 'one'])).code).toBe(2);
+    expect((await cli(['masters', 'rollout', '_tpl_ubuntu_2204.img', '1', '--canary-percent', 'ten'])).code).toBe(2);
+    const again = await cli(['masters', 'rollout', '_tpl_ubuntu_2204.img', '1']);
+    expect([again.code, again.err]).toEqual([5, expect.stringContaining('409: every disk of _tpl_ubuntu_2204.img is already to hold version 1')]);
+    // A rebase discards data: --yes off a terminal; this nvmet test node cannot see sessions, so the agent refuses (nothing changed).
+    expect((await cli(['workers', 'disk', 'rebase', 'seat-01', tag])).code).toBe(2);
+    const rebase = await cli(['workers', 'disk', 'rebase', 'seat-01', tag, '--yes']);
+    expect([rebase.code, rebase.err]).toEqual([5, expect.stringContaining('cannot see initiator sessions here')]);
     expect((await ok(['workers', 'default-disk', 'seat-01', tag, '--json'])).json).toMatchObject({ default_disk: tag, default_os: 'ubuntu' });
     expect((await ok(['workers', 'default-os', 'seat-01', '--timeout', '3000', '--json'])).json.boot.menu_timeout).toBe(3000);
     expect((await ok(['workers', 'mac', 'seat-01', '52:54:00:00:00:03', '--json'])).json).toMatchObject({ mac: '52:54:00:00:00:03', changed: true });

@@ -400,6 +400,32 @@ describe('web UI (Chromium)', () => {
     await page.getByText(`Version 2 of ${MASTER} deleted on stgt-01`).waitFor();
     expect((await catalog())!.versions.map((v) => v.version)).toEqual([1, 3]);
     await v2.waitFor({ state: 'detached' });
+
+    // A rollout of version 3: one canary worker first, then promoted to all, then rolled back.
+    const panel = page.getByLabel(`rollout of ${MASTER}`);
+    await panel.getByText('No rollout').waitFor();
+    await panel.getByLabel('Roll out version').selectOption('3');
+    await panel.getByLabel('Canary workers').fill('ui-b01');
+    await panel.getByRole('button', { name: 'Start rollout' }).click();
+    await panel.getByText('canary: ui-b01').waitFor();
+    const r1 = (await api('GET', `/masters/${MASTER}/rollout`)).body;
+    expect([r1.version, r1.phase, r1.canary]).toEqual([3, 'canary', ['ui-b01']]);
+    const diskRows = panel.getByRole('table', { name: `disks of ${MASTER}` });
+    await diskRows.getByRole('row', { name: /ui-b01 \(canary\).*needs rebase/ }).waitFor();
+    await diskRows.getByRole('row', { name: /ui-b02 .*not reached/ }).waitFor();
+    await shot('masters-rollout');
+    await panel.getByRole('button', { name: 'Promote to all disks' }).click();
+    await panel.getByText('all disks').waitFor();
+    expect((await api('GET', `/masters/${MASTER}/rollout`)).body.phase).toBe('all');
+    await panel.getByRole('button', { name: 'Roll back to v1' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Roll back' }).click();
+    await panel.getByText('Rollback to v1').waitFor();
+    expect((await api('GET', `/masters/${MASTER}/rollout`)).body).toMatchObject({ version: 1, previous: 3, rollback: true, phase: 'all' });
+    // A persistent disk follows only by a rebase, which asks first; here DISK_DIR cannot reflink, and the page says so.
+    await go('workers/ui-b01');
+    await page.getByRole('button', { name: 'Rebase…' }).first().click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Discard and rebase' }).click();
+    await page.getByText('cannot reflink', { exact: false }).first().waitFor();
   });
 
   it('Batch bind: a fingerprint mismatch is not counted as ok, the confirmation names it, and a run happens once', async () => {

@@ -110,6 +110,39 @@ export function agentCommands(ctx: CliContext): void {
         ),
       );
     });
+  const canaryOptions = (c: Command) => c.option('--canary <workers>', 'these workers first', list).option('--canary-percent <n>', 'this percent of the workers first (1-100)');
+  const canaryOf = (o: { canary?: string[]; canaryPercent?: string }) => {
+    if (o.canaryPercent !== undefined && !/^[1-9][0-9]*$/.test(o.canaryPercent)) throw new CliError(`--canary-percent: a whole number from 1 to 100, got ${JSON.stringify(o.canaryPercent)}`, EXIT.usage);
+    return { ...(o.canary ? { canary_workers: o.canary } : {}), ...(o.canaryPercent ? { canary_percent: Number(o.canaryPercent) } : {}) };
+  };
+  const rolloutText = (r: Schemas['RolloutDto']) =>
+    `${r.name}: ${r.rollback ? 'rollback' : 'rollout'} to version ${r.version} (from ${r.previous ?? 'none'}), phase ${r.phase}${r.canary.length ? `, canary ${r.canary.join(', ')}` : ''}\n` +
+    `${r.summary.on_target}/${r.summary.disks} on target, ${r.summary.at_next_boot} at next boot, ${r.summary.needs_rebase} need a rebase, ${r.summary.not_reached} not reached; booted ${r.summary.booted}, failed ${r.summary.failed}\n` +
+    table(r.disks.map((d) => ({ ...d, boot: d.boot_since?.outcome ?? '' })) as never, ['worker_id', 'os', 'os_tag', 'mode', 'version', 'target', 'state', 'boot']);
+  canaryOptions(verb(masters, 'rollout', "move a master's disks to a version: the canary first (--canary or --canary-percent), then `masters promote`", 'kurrent masters rollout _tpl_ubuntu_2204.img 3 --canary seat-01,seat-02'))
+    .argument('<name>')
+    .argument('[version]', 'omitted: show the rollout')
+    .action(async (name: string, version: string | undefined, o: { canary?: string[]; canaryPercent?: string }) => {
+      if (version === undefined) {
+        const data = await call(api().GET('/masters/{name}/rollout', { params: { path: { name } } }));
+        return print(data, () => rolloutText(data));
+      }
+      if (!/^[1-9][0-9]*$/.test(version)) throw new CliError(`version: a whole number from 1, got ${JSON.stringify(version)}`, EXIT.usage);
+      const data = await call(api().POST('/masters/{name}/rollout', { params: { path: { name } }, body: { version: Number(version), ...canaryOf(o) } }));
+      print(data, () => rolloutText(data));
+    });
+  verb(masters, 'promote', "extend a master's rollout from the canary to every disk", 'kurrent masters promote _tpl_ubuntu_2204.img')
+    .argument('<name>')
+    .action(async (name: string) => {
+      const data = await call(api().POST('/masters/{name}/rollout/promote', { params: { path: { name } } }));
+      print(data, () => rolloutText(data));
+    });
+  canaryOptions(verb(masters, 'rollback', "roll a master's disks back to the version before the current rollout", 'kurrent masters rollback _tpl_ubuntu_2204.img'))
+    .argument('<name>')
+    .action(async (name: string, o: { canary?: string[]; canaryPercent?: string }) => {
+      const data = await call(api().POST('/masters/{name}/rollout/rollback', { params: { path: { name } }, body: canaryOf(o) }));
+      print(data, () => rolloutText(data));
+    });
   verb(masters, 'note', "set a version's note on every agent holding it", 'kurrent masters note _tpl_ubuntu_2204.img 3 "security updates, December"')
     .argument('<name>')
     .argument('<version>')

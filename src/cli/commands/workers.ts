@@ -116,6 +116,17 @@ export function workerCommands(ctx: CliContext): void {
       const data = await call(api().PUT('/workers/{worker_id}/luns/disk/{os_tag}/mode', { params: { path: { worker_id: id, os_tag: osTag } }, body: { mode: mode as 'persistent' | 'reset' } }));
       print(data, () => table(data.disks as never, ['os', 'os_version', 'os_tag', 'mode', 'agent', 'iqn', 'nqn']));
     });
+  verb(disk, 'rebase', "replace a disk's content with a master version (its rollout's target by default): what the worker wrote is discarded", 'kurrent workers disk rebase seat-01 3f2a9c0d1e4b --yes')
+    .argument('<worker_id>')
+    .argument('<os_tag>', "the disk's os_tag (kurrent workers show <id>)")
+    .option('--master-version <n>', 'this version instead of the rollout target')
+    .action(async (id: string, osTag: string, o: { masterVersion?: string }) => {
+      if (o.masterVersion !== undefined && !/^[1-9][0-9]*$/.test(o.masterVersion)) throw new CliError(`--master-version: a whole number from 1, got ${JSON.stringify(o.masterVersion)}`, EXIT.usage);
+      await ctx.confirm(`discard everything on ${id}'s disk ${osTag} and rebase it`);
+      const body = { discard_data: true as const, ...(o.masterVersion ? { version: Number(o.masterVersion) } : {}) };
+      const data = await call(api().POST('/workers/{worker_id}/luns/disk/{os_tag}/rebase', { params: { path: { worker_id: id, os_tag: osTag } }, body }));
+      print(data, () => table(data.disks.map((d) => ({ ...d, version: d.source.version ?? '' })) as never, ['os', 'os_version', 'os_tag', 'mode', 'version', 'agent', 'iqn', 'nqn']));
+    });
   verb(disk, 'delete', 'delete a disk (the .img stays unless --delete-file)', 'kurrent workers disk delete seat-01 ubuntu --delete-file --yes')
     .argument('<worker_id>')
     .argument('<os>')

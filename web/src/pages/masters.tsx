@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, call, type Schemas } from '../api';
 import { bytes } from '../lib/format';
-import { Badge, confirmAction, ErrorBox, notify } from '../ui/components';
+import { Badge, confirmAction, ErrorBox, Field, notify } from '../ui/components';
 import { useAction, useResource } from '../ui/hooks';
 
 type Version = Schemas['MasterVersionCatalogDto'];
@@ -135,8 +135,125 @@ export function MastersPage() {
               ))}
             </tbody>
           </table>
+          <RolloutPanel name={m.name} versions={m.versions.map((v) => v.version)} onChange={() => void masters.reload()} />
         </section>
       ))}
+    </div>
+  );
+}
+
+/**
+ * A master's rollout: which version its disks are to hold, the canary first. Shows every disk with
+ * the version it holds and its state; starts a rollout, promotes it, rolls it back.
+ */
+function RolloutPanel({ name, versions, onChange }: { name: string; versions: number[]; onChange: () => void }) {
+  // 404 (no rollout yet) is an answer, not an error.
+  const r = useResource(() => call(api.GET('/masters/{name}/rollout', { params: { path: { name } } })).catch((e: { status?: number }) => (e.status === 404 ? null : Promise.reject(e))), [name], ['ledger', 'audit', 'boots', 'settings'], 5000);
+  const act = useAction();
+  const [f, setF] = useState({ version: '', canary: '', percent: '' });
+  const rollout = r.data ?? null;
+  const canary = () => {
+    const workers = f.canary.split(/[\s,]+/).filter(Boolean);
+    return { ...(workers.length ? { canary_workers: workers } : {}), ...(f.percent.trim() ? { canary_percent: Number(f.percent) } : {}) };
+  };
+  const done = (x: unknown, what: string) => {
+    if (x) {
+      notify(what);
+      void r.reload();
+      onChange();
+    }
+  };
+  return (
+    <div class="rollout" aria-label={`rollout of ${name}`}>
+      <h4>Rollout</h4>
+      <ErrorBox error={r.error ?? act.error} onClose={act.clear} />
+      {rollout ? (
+        <>
+          <p>
+            {rollout.rollback ? 'Rollback' : 'Rollout'} to <strong>v{rollout.version}</strong> (from {rollout.previous ? `v${rollout.previous}` : 'none'}) · <Badge kind={rollout.phase === 'all' ? 'ok' : 'pending'}>{rollout.phase === 'all' ? 'all disks' : `canary: ${rollout.canary.join(', ')}`}</Badge> · {rollout.summary.on_target}/{rollout.summary.disks} on v{rollout.version} · {rollout.summary.at_next_boot} at next boot · {rollout.summary.needs_rebase} need a rebase · booted {rollout.summary.booted}, failed {rollout.summary.failed}
+          </p>
+          <table class="plain small" aria-label={`disks of ${name}`}>
+            <thead>
+              <tr>
+                <th>Worker</th>
+                <th>OS</th>
+                <th>Mode</th>
+                <th>Holds</th>
+                <th>Target</th>
+                <th>State</th>
+                <th>Boot since</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rollout.disks.map((d) => (
+                <tr key={`${d.worker_id}/${d.os_tag ?? d.os}`} class={d.boot_since?.outcome === 'failed' || d.boot_since?.outcome === 'stuck' ? 'mismatch' : ''}>
+                  <td>
+                    <a href={`#/workers/${encodeURIComponent(d.worker_id)}`}>{d.worker_id}</a>
+                    {d.canary ? ' (canary)' : ''}
+                  </td>
+                  <td>{d.os}</td>
+                  <td>{d.mode}</td>
+                  <td>{d.version ? `v${d.version}` : '—'}</td>
+                  <td>{d.target ? `v${d.target}` : '—'}</td>
+                  <td>{d.state.replace(/_/g, ' ')}</td>
+                  <td>{d.boot_since ? `${d.boot_since.outcome.replace('_', ' ')} ${d.boot_since.started_at.slice(11, 19)}` : '—'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <div class="inline">
+            {rollout.phase === 'canary' && (
+              <button type="button" class="primary" disabled={act.busy} onClick={async () => done(await act.run(() => call(api.POST('/masters/{name}/rollout/promote', { params: { path: { name } } }))), `${name}: every disk to v${rollout.version}`)}>
+                Promote to all disks
+              </button>
+            )}
+            {rollout.previous !== null && (
+              <button
+                type="button"
+                class="danger"
+                disabled={act.busy}
+                onClick={async () => {
+                  if (!(await confirmAction(`Roll ${name} back to v${rollout.previous}?`, <p>Reset disks go back to v{rollout.previous} at their next boot{f.canary || f.percent ? ', the canary first' : ''}; persistent disks when rebased.</p>, { confirm: 'Roll back' }))) return;
+                  done(await act.run(() => call(api.POST('/masters/{name}/rollout/rollback', { params: { path: { name } }, body: canary() }))), `${name}: rolling back to v${rollout.previous}`);
+                }}
+              >
+                Roll back to v{rollout.previous}
+              </button>
+            )}
+          </div>
+        </>
+      ) : (
+        !r.loading && <p class="muted">No rollout: each disk keeps the version it was cloned from.</p>
+      )}
+      <form
+        class="inline"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const started = await act.run(() => call(api.POST('/masters/{name}/rollout', { params: { path: { name } }, body: { version: Number(f.version), ...canary() } })));
+          done(started, `${name}: rollout to v${f.version} started`);
+          if (started) setF({ version: '', canary: '', percent: '' });
+        }}
+      >
+        <Field label="Roll out version">
+          <select name="rollout-version" required value={f.version} onChange={(e) => setF({ ...f, version: e.currentTarget.value })}>
+            <option value="">pick…</option>
+            {versions.map((v) => (
+              <option key={v} value={String(v)}>
+                v{v}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field label="Canary workers" hint="comma separated; empty: all at once">
+          <input name="canary" value={f.canary} onInput={(e) => setF({ ...f, canary: e.currentTarget.value })} />
+        </Field>
+        <Field label="or canary %">
+          <input name="canary-percent" type="number" min={1} max={100} value={f.percent} onInput={(e) => setF({ ...f, percent: e.currentTarget.value })} />
+        </Field>
+        <button type="submit" disabled={act.busy}>
+          Start rollout
+        </button>
+      </form>
     </div>
   );
 }

@@ -140,6 +140,21 @@ function DisksCard({ worker, onChange }: { worker: Worker; onChange: () => void 
       onChange();
     }
   };
+  const rebase = async (d: Schemas['DiskDto']) => {
+    if (
+      !(await confirmAction(
+        `Rebase the ${d.os} disk?`,
+        `Everything on ${worker.worker_id}'s ${d.os} disk is replaced by ${d.source.name ?? 'its master'} (the version its rollout names, else the latest): what the worker wrote is discarded. Refused while the worker is logged in to the disk.`,
+        { confirm: 'Discard and rebase' },
+      ))
+    )
+      return;
+    const w = await act.run(() => call(api.POST('/workers/{worker_id}/luns/disk/{os_tag}/rebase', { params: { path: { worker_id: worker.worker_id, os_tag: d.os_tag! } }, body: { discard_data: true } })));
+    if (w) {
+      notify(`${d.os} disk rebased to version ${w.disks.find((x) => x.os_tag === d.os_tag)?.source.version ?? '?'}`);
+      onChange();
+    }
+  };
   const remove = async (d: Schemas['DiskDto']) => {
     let deleteFile = false;
     const ok = await confirmAction(
@@ -204,6 +219,9 @@ function DisksCard({ worker, onChange }: { worker: Worker; onChange: () => void 
                       <br />
                       <button type="button" class="link" disabled={act.busy} onClick={() => void setMode(d, d.mode === 'reset' ? 'persistent' : 'reset')}>
                         {d.mode === 'reset' ? 'Make persistent' : 'Reset at every boot'}
+                      </button>{' '}
+                      <button type="button" class="link" disabled={act.busy} onClick={() => void rebase(d)}>
+                        Rebase…
                       </button>
                     </>
                   )}
