@@ -6,7 +6,7 @@ export const BOOT_MARKER = 'KURRENT-BOOT-OK';
  * A bootable master: an MBR whose code writes BOOT_MARKER to COM1 (port 0x3f8) and halts, plus a
  * partition table (SeaBIOS' int13 boot of a bare MBR on a tiny disk fails without one).
  */
-export function writeBootableMaster(file: string, sizeBytes = 8 << 20): void {
+export function writeBootableMaster(file: string, sizeBytes = 8 << 20, marker = BOOT_MARKER): void {
   const mbr = Buffer.alloc(512);
   const code = [
     0x31, 0xc0, // xor ax,ax
@@ -22,7 +22,7 @@ export function writeBootableMaster(file: string, sizeBytes = 8 << 20): void {
     0xeb, 0xfd, // jmp done
   ];
   Buffer.from(code).copy(mbr, 0);
-  Buffer.from(`${BOOT_MARKER}\r\n\0`, 'latin1').copy(mbr, 0x15);
+  Buffer.from(`${marker}\r\n\0`, 'latin1').copy(mbr, 0x15);
   // One bootable partition from LBA 2048 to the end.
   const e = 446;
   mbr[e] = 0x80;
