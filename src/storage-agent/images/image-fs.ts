@@ -272,13 +272,16 @@ export class ImageFs {
     await fsp.chmod(this.pathOf(name), 0o444);
   }
 
-  /** SHA-256 of the whole file, by sha256sum (off the event loop; holes read as zeros). */
-  sha256(name: string): Promise<string> {
+  /**
+   * SHA-256 of the whole file, holes read as zeros (what `sha256sum` prints), by OpenSSL: off the
+   * event loop, and about 5x coreutils' speed here (SHA-NI), 1 s per GiB.
+   */
+  sha256(name: string, signal?: AbortSignal): Promise<string> {
     return new Promise((resolve, reject) => {
-      execFile('sha256sum', ['--', this.pathOf(name)], { maxBuffer: 1 << 16 }, (err, out, stderr) => {
-        if (err) return reject(new Error(`sha256sum failed: ${String(stderr).trim() || err.message}`));
-        const hex = /^([0-9a-f]{64})\s/.exec(String(out));
-        return hex ? resolve(hex[1]) : reject(new Error(`sha256sum: unexpected output ${JSON.stringify(String(out).slice(0, 80))}`));
+      execFile('openssl', ['dgst', '-sha256', '-r', this.pathOf(name)], { maxBuffer: 1 << 16, signal }, (err, out, stderr) => {
+        if (err) return reject(new Error(`openssl dgst failed: ${String(stderr).trim() || err.message}`));
+        const hex = /^([0-9a-f]{64}) /.exec(String(out));
+        return hex ? resolve(hex[1]) : reject(new Error(`openssl dgst: unexpected output ${JSON.stringify(String(out).slice(0, 80))}`));
       });
     });
   }

@@ -50,6 +50,9 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
   private timer: NodeJS.Timeout | null = null;
   /** One change of a master's versions at a time (a scan, a create's import, a delete). */
   private readonly locks = new Map<string, Mutex>();
+  /** Scans under way, and the signal that stops their checksums at shutdown (a mount must be free then). */
+  private readonly running = new Set<Promise<unknown>>();
+  private readonly stop = new AbortController();
 
   constructor(
     private readonly config: AgentConfig,
@@ -61,27 +64,41 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
     this.images.mkdirp();
     await this.images.mkdirpInside(STORE);
     await this.sweepPartial();
-    await this.rescan();
-    this.timer = setInterval(() => void this.rescan().catch((err) => this.log.error({ err }, 'master scan failed')), this.config.masterScanMs);
+    // Listed at once; new files become versions in the background (a checksum of a large image
+    // takes seconds per GiB: start-up never waits for it).
+    await this.rescan(false);
+    this.background();
+    this.timer = setInterval(() => this.background(), this.config.masterScanMs);
     this.timer.unref();
   }
 
-  onApplicationShutdown(): void {
+  async onApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    this.stop.abort();
+    await Promise.allSettled([...this.running]);
+  }
+
+  private background(): void {
+    const p = this.rescan().catch((err) => {
+      if (!this.stop.signal.aborted) this.log.error({ err }, 'master scan failed');
+    });
+    this.running.add(p);
+    void p.finally(() => this.running.delete(p));
   }
 
   list(): MasterDto[] {
     return this.masters;
   }
 
-  async rescan(): Promise<MasterDto[]> {
+  async rescan(takeVersions = true): Promise<MasterDto[]> {
     const names = new Set<string>();
     for (const name of await this.images.list()) if (isMasterName(name)) names.add(name);
     for (const name of await this.images.listInside(STORE)) if (isMasterName(name)) names.add(name);
     const out: MasterDto[] = [];
     for (const name of [...names].sort()) {
+      if (this.stop.signal.aborted) break;
       const dto = await this.lock(name).run(async () => {
-        await this.importIfChanged(name, false).catch((err) => this.log.error(`version of ${name} not taken: ${(err as Error).message}`));
+        if (takeVersions) await this.importIfChanged(name, false).catch((err) => this.log.error(`version of ${name} not taken: ${(err as Error).message}`));
         return this.describe(name);
       });
       if (dto) out.push(dto);
@@ -203,7 +220,7 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
     await this.images.remove(partial);
     try {
       const how = await this.snapshot(name, partial, st.allocated);
-      const [sha256, vst] = await Promise.all([this.images.sha256(partial), this.images.statInside(partial)]);
+      const [sha256, vst] = await Promise.all([this.images.sha256(partial, this.stop.signal), this.images.statInside(partial)]);
       await this.images.makeReadOnly(partial);
       await this.images.rename(partial, imagePath(name, version));
       const rec: VersionRecord = {
