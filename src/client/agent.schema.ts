@@ -196,6 +196,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/masters/{name}/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A disk of this agent (a maintenance disk) becomes the master's next version (origin promote), read-only and checksummed
+         * @description A disk of this agent (a maintenance disk) becomes the master's next version (origin promote), read-only and checksummed.
+         */
+        post: operations["promoteMasterVersion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/masters/{name}/versions/{version}": {
         parameters: {
             query?: never;
@@ -551,6 +571,14 @@ export interface components {
             /** @description Subsystems whose allowed_hosts link this host, sorted. */
             subsystems: string[];
             tls_psk_sha256: string | null;
+        };
+        PromoteVersionDto: {
+            /** @description The disk's target. */
+            iqn: string;
+            /** @description What changed (one line, up to 500 characters). */
+            note?: string;
+            /** @description The number to give it (the control plane gives the next over all agents); default: the next here. */
+            version?: number;
         };
         PutNvmeHostDto: {
             /** @description Controller key for bidirectional authentication. */
@@ -1140,6 +1168,85 @@ export interface operations {
             };
             /** @description Internal error: the message carries an error_id, under which the log has the details. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    promoteMasterVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PromoteVersionDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MasterVersionDto"];
+                };
+            };
+            /** @description name, iqn, version or note malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description disk target not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description an initiator holds a session on the disk (or sessions cannot be seen), or the number is not above every version this agent has had */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description DISK_DIR cannot hold the copy (no reflink) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -603,6 +603,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/masters/{name}/maintenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The master's maintenance writer: its worker and disk
+         * @description The master's maintenance writer: its worker and disk.
+         */
+        get: operations["getMasterMaintenance"];
+        put?: never;
+        /**
+         * One worker boots a writable clone of the master's latest version (a persistent disk of the
+         *     given os)
+         * @description One worker boots a writable clone of the master's latest version (a persistent disk of the
+         *     given os). Refused while another worker has the master in maintenance.
+         */
+        post: operations["startMasterMaintenance"];
+        /**
+         * Throws the maintenance disk away; the master is unchanged
+         * @description Throws the maintenance disk away; the master is unchanged.
+         */
+        delete: operations["discardMasterMaintenance"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/maintenance/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The maintenance disk becomes the master's next version; then it is deleted
+         * @description The maintenance disk becomes the master's next version; then it is deleted. Refused while its worker is logged in to it.
+         */
+        post: operations["promoteMasterMaintenance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/masters/{name}/rollout": {
         parameters: {
             query?: never;
@@ -1898,6 +1948,11 @@ export interface components {
             filename: string;
             iqn?: string;
             /**
+             * @description The master's maintenance disk: what its worker writes becomes the next version when promoted.
+             * @enum {boolean}
+             */
+            maintenance?: true;
+            /**
              * @description persistent: keeps what the worker writes; reset: restored to its master (by reflink) at the start of every boot of its worker.
              * @enum {string}
              */
@@ -2031,6 +2086,17 @@ export interface components {
             /** @description stgt target id. */
             tid?: number;
         };
+        MaintenanceDto: {
+            agent: string;
+            /** @description The version the maintenance disk was cloned from. */
+            from_version: number | null;
+            name: string;
+            os: string;
+            os_tag: string | null;
+            /** @description The disk's target. */
+            target: string;
+            worker_id: string;
+        };
         MasterCatalogDto: {
             latest: number | null;
             name: string;
@@ -2156,6 +2222,19 @@ export interface components {
             persistent: string;
             role: components["schemas"]["AgentRoleOutDto"];
             tags: string[];
+        };
+        PromoteMaintenanceDto: {
+            /** @description What changed in this version (one line, up to 500 characters). */
+            note?: string;
+        };
+        PromotedMaintenanceDto: {
+            agent: string;
+            /** @description The maintenance disk was deleted (its worker no longer has it). */
+            disk_deleted: boolean;
+            name: string;
+            sha256: string;
+            /** @description The new version. */
+            version: number;
         };
         RebaseDiskDto: {
             /**
@@ -2344,6 +2423,23 @@ export interface components {
              * @example 00:0c:29:b9:8b:2d
              */
             mac: string;
+        };
+        StartMaintenanceDto: {
+            /**
+             * @description Pin the agent (default: placement among the agents holding the master).
+             * @example storage-stgt-01
+             */
+            disk_agent?: string;
+            /**
+             * @description The menu item the disk boots as; the worker must have no disk of this os yet.
+             * @enum {string}
+             */
+            os: "windows" | "ubuntu" | "debian" | "centos" | "esxi";
+            /**
+             * @description The maintenance worker (a dedicated seat, as CCBoot's super client).
+             * @example worker-01
+             */
+            worker_id: string;
         };
         StartRolloutDto: {
             /** @description Percent (1-100) of the master's workers, at least one, picked by a hash of master, version and worker (fixed at the start). */
@@ -4714,6 +4810,305 @@ export interface operations {
             };
             /** @description Upstream agent failed. */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getMasterMaintenance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceDto"];
+                };
+            };
+            /** @description name malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the master is not in maintenance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    startMasterMaintenance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartMaintenanceDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceDto"];
+                };
+            };
+            /** @description invalid input (the message names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description worker or master not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description another worker has the master in maintenance, or the worker already has a disk of this os */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent unreachable. Or: The state directory is not writable (read-only volume). Nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    discardMasterMaintenance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceDto"];
+                };
+            };
+            /** @description name malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the master is not in maintenance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent unreachable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    promoteMasterMaintenance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PromoteMaintenanceDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PromotedMaintenanceDto"];
+                };
+            };
+            /** @description invalid input */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the master is not in maintenance */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the maintenance worker still holds a session on the disk */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Upstream agent failed. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the agent cannot hold the copy */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };

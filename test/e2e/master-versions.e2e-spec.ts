@@ -1,3 +1,4 @@
+import { ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -11,6 +12,7 @@ const PORTAL = CONTROL + 10000;
 const AGENT_PORT = 28200 + off;
 const CAFE = '02:00:00:00:26:11';
 const CAFE2 = '02:00:00:00:26:12';
+const SUPER = '02:00:00:00:26:13';
 const MASTER = '_tpl_ubuntu_2204.img';
 
 const sha256 = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
@@ -268,6 +270,68 @@ describe('master versions: drops become immutable versions, disks hold a version
       const ops = [];
       for (const op of ['master.rollout', 'master.rollout.promote', 'master.rollback']) ops.push(...(await t.req('GET', `/operations?op=${op}`)).body.entries.map((e: { op: string; version: number }) => `${e.op} ${e.version}`));
       expect(ops).toEqual(['master.rollout 4', 'master.rollout.promote 4', 'master.rollback 1']);
+    });
+
+    it('maintenance: one writer at a time boots a writable clone of the latest version; promote makes it the next version, discard throws it away', async () => {
+      await t.req('POST', '/devices', { mac: SUPER });
+      expect((await t.req('POST', '/workers', { worker_id: 'super-01', mac: SUPER })).status).toBe(201);
+      expect((await t.req('GET', `/masters/${MASTER}/maintenance`)).status).toBe(404);
+      const started = await t.req('POST', `/masters/${MASTER}/maintenance`, { worker_id: 'super-01', os: 'windows' });
+      expect([started.status, started.body]).toEqual([201, expect.objectContaining({ name: MASTER, worker_id: 'super-01', os: 'windows', agent: 'a', from_version: 4 })]);
+      const second = await t.req('POST', `/masters/${MASTER}/maintenance`, { worker_id: 'lab-01', os: 'windows' });
+      expect([second.status, second.body.message]).toEqual([409, `${MASTER} is in maintenance by super-01 (windows); one maintenance writer at a time`]);
+      expect((await t.req('GET', '/workers/lab-01')).body.disks.map((d: { os: string }) => d.os)).toEqual(['centos']);
+      const disk = (await t.req('GET', '/workers/super-01')).body.disks[0];
+      expect(disk).toMatchObject({ maintenance: true, mode: 'persistent', source: { type: 'master', name: MASTER, version: 4 } });
+      expect((await t.req('PUT', `/workers/super-01/luns/disk/${disk.os_tag}/mode`, { mode: 'reset' })).status).toBe(400);
+      expect((await t.req('POST', `/workers/super-01/luns/disk/${disk.os_tag}/rebase`, { discard_data: true })).status).toBe(400);
+      // The maintenance disk is not one the rollout moves.
+      expect((await t.req('GET', `/masters/${MASTER}/rollout`)).body.disks.map((d: { worker_id: string }) => d.worker_id)).not.toContain('super-01');
+
+      // The super client installs updates (here: its disk written to).
+      const fd = fs.openSync(disk.backing, 'r+');
+      fs.writeSync(fd, marker('V5-FROM-MAINTENANCE'), 0, 512, 0);
+      fs.closeSync(fd);
+      // Still running (logged in to its disk): promote is refused, nothing changes.
+      expect((await t.req('PUT', '/workers/super-01/default-os', { os: 'windows' })).status).toBe(200);
+      const vars = (await t.req('GET', `/boot-vars?mac=${SUPER}&format=json`, undefined, { authorization: '' })).body;
+      let initiator: ChildProcess | null = spawn('iscsi-perf', ['-i', `${disk.iqn.slice(0, disk.iqn.lastIndexOf(':'))}:super-01`, `iscsi://${vars.iscsi_username}%${vars.iscsi_password}@127.0.0.1:${PORTAL}/${disk.iqn}/1`], { stdio: 'ignore' });
+      try {
+        expect(await until(async () => new RegExp(`${disk.iqn.replace(/\./g, '\\.')}\\n[\\s\\S]*?I_T nexus: \\d+`).test(tgtd.show()))).toBe(true);
+        const busy = await t.req('POST', `/masters/${MASTER}/maintenance/promote`, { note: 'December updates' });
+        expect([busy.status, busy.body.message]).toEqual([409, expect.stringContaining('shut the maintenance worker down first; nothing was promoted')]);
+        expect((await versionsOf()).map((v) => v.version)).toEqual([1, 3, 4]);
+      } finally {
+        initiator.kill('SIGKILL');
+        initiator = null;
+      }
+      // Shut down: promoted as version 5, checksummed, with its note; the maintenance disk is gone.
+      const promoted = await until(async () => {
+        const r = await t.req('POST', `/masters/${MASTER}/maintenance/promote`, { note: 'December updates' });
+        return r.status === 200 ? r : null;
+      });
+      expect(promoted?.body).toEqual({ name: MASTER, version: 5, agent: 'a', sha256: expect.stringMatching(/^[0-9a-f]{64}$/), disk_deleted: true });
+      const v5 = (await versionsOf()).find((v) => v.version === 5);
+      expect(v5).toMatchObject({ origin: 'promote', note: 'December updates', sha256: sha256(versionFile(5)), agents: ['a'] });
+      expect(fs.readFileSync(versionFile(5)).subarray(0, 34).toString()).toBe('KURRENT-MASTER-V5-FROM-MAINTENANCE');
+      expect(fs.existsSync(disk.backing)).toBe(false);
+      expect((await t.req('GET', '/workers/super-01')).body.disks).toEqual([]);
+      expect((await t.req('GET', `/masters/${MASTER}/maintenance`)).status).toBe(404);
+
+      // Discard: the next maintenance (from version 5) thrown away, the master unchanged.
+      // Two at once: exactly one becomes the writer.
+      const both = await Promise.all(['lab-01', 'cafe-02'].map((w) => t.req('POST', `/masters/${MASTER}/maintenance`, { worker_id: w, os: 'windows' })));
+      expect(both.map((r) => r.status).sort()).toEqual([201, 409]);
+      const winner = both.find((r) => r.status === 201)!.body;
+      expect(winner.from_version).toBe(5);
+      const discarded = await t.req('DELETE', `/masters/${MASTER}/maintenance`);
+      expect([discarded.status, discarded.body.worker_id]).toEqual([200, winner.worker_id]);
+      expect((await t.req('GET', '/workers/lab-01')).body.disks.map((d: { os: string }) => d.os)).toEqual(['centos']);
+      expect((await t.req('GET', '/workers/cafe-02')).body.disks.map((d: { os: string }) => d.os)).toEqual(['ubuntu']);
+      expect((await versionsOf()).map((v) => v.version)).toEqual([1, 3, 4, 5]);
+      const ops = [];
+      for (const op of ['master.maintenance.start', 'master.maintenance.promote', 'master.maintenance.discard']) ops.push(...(await t.req('GET', `/operations?op=${op}`)).body.entries.map((e: { op: string; status: string; worker_id: string }) => `${e.op} ${e.status} ${e.worker_id}`));
+      expect(ops).toEqual(['master.maintenance.start ok super-01', `master.maintenance.start ok ${winner.worker_id}`, 'master.maintenance.promote failed super-01', 'master.maintenance.promote ok super-01', `master.maintenance.discard ok ${winner.worker_id}`]);
     });
   });
 });

@@ -10,6 +10,6 @@ import { RolloutsService } from './rollouts.service';
   imports: [StorageNodesModule, BootsModule],
   controllers: [MastersController, RolloutsController],
   providers: [MastersService, RolloutsService],
-  exports: [RolloutsService],
+  exports: [RolloutsService, MastersService],
 })
 export class MastersModule {}

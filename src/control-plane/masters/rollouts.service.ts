@@ -48,6 +48,7 @@ export class RolloutsService implements OnModuleInit {
    */
   targetOf(workerId: string, d: DiskRecord): number | undefined {
     if (d.source.type !== 'master') return undefined;
+    if (d.maintenance) return d.source.version;
     const r = this.rollouts[d.source.name];
     if (r && (r.phase === 'all' || r.canary.includes(workerId))) return r.version;
     return d.source.version;
@@ -140,7 +141,8 @@ export class RolloutsService implements OnModuleInit {
 
   private disksOf(name: string): { worker: WorkerRecord; disk: DiskRecord }[] {
     const out: { worker: WorkerRecord; disk: DiskRecord }[] = [];
-    for (const w of this.store.read().workers.values()) for (const d of w.disks) if (d.source.type === 'master' && d.source.name === name) out.push({ worker: w, disk: d });
+    // The maintenance disk is the writer of the next version, not one of the disks a rollout moves.
+    for (const w of this.store.read().workers.values()) for (const d of w.disks) if (d.source.type === 'master' && d.source.name === name && !d.maintenance) out.push({ worker: w, disk: d });
     return out;
   }
 

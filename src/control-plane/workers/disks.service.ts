@@ -29,6 +29,8 @@ interface Planned {
   os_tag: string;
   /** lio, stgt: the initiator IQNs the target admits. */
   initiators?: string[];
+  /** The master's maintenance disk (one per master over the fleet). */
+  maintenance?: boolean;
 }
 
 /**
@@ -72,7 +74,13 @@ export class DisksService {
     return this.forWorker(id, () => this.createLocked(id, dto, client));
   }
 
-  private async createLocked(id: string, dto: CreateDiskDto, client: string): Promise<WorkerRecord> {
+  /** The maintenance writer's disk of a master (MaintenanceService): a persistent clone of its latest version, one per master. */
+  async createMaintenance(rawId: string, dto: CreateDiskDto, client: string): Promise<WorkerRecord> {
+    const id = this.parseId(rawId);
+    return this.forWorker(id, () => this.createLocked(id, dto, client, true));
+  }
+
+  private async createLocked(id: string, dto: CreateDiskDto, client: string, maintenance = false): Promise<WorkerRecord> {
     this.checkSpec(dto);
     const key = this.reserve(id, dto);
     try {
@@ -82,7 +90,7 @@ export class DisksService {
       this.checkNameable(id, dto.disk_agent ? [this.pinned(dto.disk_agent)] : this.registry.all().filter((a) => a.enabled && a.role.disk));
       const agent = dto.disk_agent ? this.pinned(dto.disk_agent) : await this.place(dto, new Map());
       const plan = await this.plan(id, dto, agent);
-      return await this.execute(id, dto, plan, client);
+      return await this.execute(id, dto, { ...plan, ...(maintenance ? { maintenance } : {}) }, client);
     } finally {
       this.reserved.delete(key);
     }
@@ -244,7 +252,8 @@ export class DisksService {
     // A revoked credential gives a locked target: the disk exists, no one logs in until a PUT issues a new one.
     const chap = plan.initiators ? this.iscsiAccess.targetChap(id).chap : undefined;
     // Without a version asked for, a disk of a master under rollout gets the fleet's version.
-    if (spec.type === 'master' && spec.version === undefined) {
+    // (The maintenance writer starts from the latest version, whatever the fleet runs.)
+    if (spec.type === 'master' && spec.version === undefined && !plan.maintenance) {
       const v = this.rollouts.defaultVersion(spec.name!);
       if (v !== undefined) spec = { ...spec, version: v };
     }
@@ -270,6 +279,7 @@ export class DisksService {
           ? { type: 'master', name: spec.name!, ...((created.master_version ?? spec.version) ? { version: created.master_version ?? spec.version } : {}) }
           : { type: 'empty', size: spec.size! },
       ...(spec.mode === 'reset' ? { mode: 'reset' as const } : {}),
+      ...(plan.maintenance ? { maintenance: true as const } : {}),
     };
     try {
       const w = await this.store.exclusive(() =>
@@ -279,6 +289,9 @@ export class DisksService {
           this.checkNoDisk(cur, spec);
           for (const other of tx.workers.values()) {
             if (other.disks.some((d) => d.os_tag === plan.os_tag)) throw conflict(`os_tag collision ${plan.os_tag}: retry`);
+            // One maintenance writer per master, also against another control plane's at the same moment.
+            const writer = plan.maintenance && other.disks.find((d) => d.maintenance && d.source.type === 'master' && d.source.name === spec.name);
+            if (writer) throw conflict(`${spec.name} is in maintenance by ${other.worker_id} (${writer.os}); one maintenance writer at a time`);
           }
           const next: WorkerRecord = { ...cur, disks: [...cur.disks, disk], ...(setDefault ? { default_os: spec.os, default_disk: plan.os_tag } : {}) };
           next.state = workerState(next);
@@ -400,6 +413,7 @@ export class DisksService {
       const disk = w.disks.find((d) => d.os_tag === osTag);
       if (!disk) throw notFound(`disk not found: ${id} has no disk with os_tag ${osTag} (disks: ${w.disks.map((d) => `${d.os}: ${d.os_tag}`).join(', ') || 'none'})`);
       if (mode === 'reset') {
+        if (disk.maintenance) throw badRequest(`mode: the ${disk.os} disk of ${id} is ${disk.source.type === 'master' ? disk.source.name : 'a master'}'s maintenance disk; a reset would throw its work away (discard the maintenance instead)`);
         if (disk.source.type !== 'master') throw badRequest(`mode: reset needs a disk cloned from a master; the ${disk.os} disk of ${id} was made empty`);
         const a = this.registry.get(disk.agent);
         if (!a) throw notFound(`agent not found: ${disk.agent}`);
@@ -434,6 +448,7 @@ export class DisksService {
       const disk = w.disks.find((d) => d.os_tag === osTag);
       if (!disk) throw notFound(`disk not found: ${id} has no disk with os_tag ${osTag}`);
       if (disk.source.type !== 'master') throw badRequest(`the ${disk.os} disk of ${id} was made empty: there is no master version to rebase it to`);
+      if (disk.maintenance) throw badRequest(`the ${disk.os} disk of ${id} is ${disk.source.name}'s maintenance disk: promote or discard it instead`);
       const a = this.registry.get(disk.agent);
       if (!a) throw notFound(`agent not found: ${disk.agent}`);
       const master = disk.source.name;

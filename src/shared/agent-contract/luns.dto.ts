@@ -273,6 +273,29 @@ export class MasterNoteDto {
   note!: string;
 }
 
+/** POST /masters/{name}/versions: a disk of this agent (a maintenance disk) becomes the master's next version. */
+export class PromoteVersionDto {
+  /** The disk's target. */
+  @IsString()
+  @MaxLength(223)
+  @ApiProperty({ maxLength: 223, pattern: TARGET_NAME_PATTERN })
+  iqn!: string;
+
+  /** The number to give it (the control plane gives the next over all agents); default: the next here. */
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @ApiProperty({ required: false, minimum: 1 })
+  version?: number;
+
+  /** What changed (one line, up to 500 characters). */
+  @IsOptional()
+  @IsString()
+  @MaxLength(500)
+  @Matches(/^[^\u0000-\u001f\u007f\u2028\u2029]*$/, { message: 'must be one line without control characters' })
+  note?: string;
+}
+
 export class DeletedMasterVersionDto {
   name!: string;
   version!: number;

@@ -214,28 +214,43 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
     // A file still being copied in must not become a version: it has to have settled first.
     if (!force && Date.now() - st.mtimeMs < this.config.masterSettleMs) return;
     const version = (all[all.length - 1]?.version ?? 0) + 1;
+    await this.takeVersion(name, name, version, { note: '', origin: 'drop', source: { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, dev: st.dev } });
+  }
+
+  /**
+   * A maintenance disk (a file in DISK_DIR) becomes the master's next version (origin promote):
+   * the number the control plane gives (the next over all agents), else the next here. The
+   * caller has checked that no initiator is logged in to the disk.
+   */
+  promoteFrom(rawName: string, file: string, version: number | undefined, note: string): Promise<MasterVersionDto> {
+    const [name] = checkVersionRef(rawName, 1);
+    return this.lock(name).run(async () => {
+      const all = await this.records(name);
+      const last = all[all.length - 1]?.version ?? 0;
+      if (version !== undefined && version <= last) throw conflict(`version: ${name} has (or had) version ${last} here; a new version must be numbered above it`);
+      const rec = await this.takeVersion(name, file, version ?? last + 1, { note, origin: 'promote' });
+      return publicVersion(rec);
+    });
+  }
+
+  /** Snapshot of `from` as version n: partial copy, checksum, read-only, renamed; the record last. */
+  private async takeVersion(name: string, from: string, version: number, meta: Pick<VersionRecord, 'note' | 'origin' | 'source'>): Promise<VersionRecord> {
     const dir = `${STORE}/${name}`;
     const partial = `${dir}/.${version}.img.partial`;
     await this.images.mkdirpInside(dir);
     await this.images.remove(partial);
     try {
-      const how = await this.snapshot(name, partial, st.allocated);
+      const st = await this.images.statInside(from);
+      if (!st) throw notFound(`file not found: ${from}`);
+      const how = await this.snapshot(from, partial, st.allocated);
       const [sha256, vst] = await Promise.all([this.images.sha256(partial, this.stop.signal), this.images.statInside(partial)]);
       await this.images.makeReadOnly(partial);
       await this.images.rename(partial, imagePath(name, version));
-      const rec: VersionRecord = {
-        version,
-        size: vst!.size,
-        allocated: vst!.allocated,
-        sha256,
-        created: Math.floor(Date.now() / 1000),
-        note: '',
-        origin: 'drop',
-        source: { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, dev: st.dev },
-      };
+      const rec: VersionRecord = { version, size: vst!.size, allocated: vst!.allocated, sha256, created: Math.floor(Date.now() / 1000), note: meta.note, origin: meta.origin, ...(meta.source ? { source: meta.source } : {}) };
       await this.images.writeTextAtomic(metaPath(name, version), JSON.stringify(rec, null, 2) + '\n');
-      this.log.log(`${name}: version ${version} taken (${how}, sha256 ${sha256.slice(0, 12)})`);
+      this.log.log(`${name}: version ${version} taken from ${from} (${how}, sha256 ${sha256.slice(0, 12)})`);
       await this.refresh(name);
+      return rec;
     } finally {
       await this.images.remove(partial);
     }

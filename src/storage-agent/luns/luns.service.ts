@@ -7,7 +7,7 @@ import { KernelFeatureError, TARGET_BACKEND, TargetBackend, TargetInfo } from '.
 import { ImageFs } from '../images/image-fs';
 import { checkFileName, checkTargetName, isoSuffix, parseSize, TARGET_SUFFIX } from '../images/names';
 import { secretSha12 } from '../../shared/nvme-keys';
-import type { CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, InitiatorSessionsDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
+import type { MasterVersionDto, PromoteVersionDto, CreateCdDto, CreatedLunDto, CreateLunDiskDto, DeletedLunDto, InitiatorSessionsDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto, SetLunAccessDto } from '../../shared/agent-contract/luns.dto';
 import { ManifestEntry, TargetManifest } from './manifest';
 import { NvmeHostsService } from '../nvme/nvme-hosts.service';
 import { MasterStoreService } from '../images/master-store.service';
@@ -201,6 +201,24 @@ export class LunsService implements OnModuleInit {
       if (cur && (cur.master !== master || cur.master_version !== version.version)) await this.manifest.set(dto.iqn, { ...cur, master, master_version: version.version });
       return { iqn: dto.iqn, master, version: version.version, backing: this.images.pathOf(file), ms };
     });
+  }
+
+  /**
+   * POST /masters/{name}/versions: the disk of `iqn` becomes the master's next version (a
+   * maintenance disk promoted). Refused while an initiator holds a session on it (an OS still
+   * running has writes not on disk yet) or where sessions cannot be seen.
+   */
+  async promote(name: string, dto: PromoteVersionDto): Promise<MasterVersionDto> {
+    checkTargetName('iqn', dto.iqn, this.base);
+    const t = (await this.backend.list()).find((x) => x.name === dto.iqn);
+    if (!t || t.cd) throw notFound(`disk target not found: ${dto.iqn}`);
+    const file = this.manifest.get(dto.iqn)?.file;
+    if (!file) throw conflict(`the disk of ${dto.iqn} is not one this agent made; it is not promoted`);
+    const sessions = await this.backend.sessions();
+    if (sessions === null) throw conflict(`the ${this.backend.name} backend cannot see initiator sessions here, so the disk could still be written to; nothing was promoted`);
+    const held = sessions.filter((x) => x.target === dto.iqn);
+    if (held.length) throw conflict(`an initiator holds a session on ${dto.iqn} (${held.map((x) => x.initiator).join(', ')}): shut the maintenance worker down first; nothing was promoted`);
+    return this.claim([dto.iqn], () => this.masters.promoteFrom(name, file, dto.version, dto.note ?? ''));
   }
 
   async remove(iqn: string, deleteFile: boolean): Promise<DeletedLunDto> {

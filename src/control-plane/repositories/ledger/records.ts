@@ -79,6 +79,8 @@ export interface DiskRecord {
   source: { type: 'master'; name: string; version?: number } | { type: 'empty'; size: string };
   /** `reset`: restored to its master at the start of every boot of its worker; absent: persistent. */
   mode?: DiskMode;
+  /** The master's maintenance disk (the one writer that makes its next version); absent: an ordinary disk. */
+  maintenance?: true;
 }
 
 /** persistent: keeps what the worker writes (the default); reset: back to its master at every boot. */

@@ -30,6 +30,9 @@ export class DiskDto {
   /** persistent: keeps what the worker writes; reset: restored to its master (by reflink) at the start of every boot of its worker. */
   @ApiProperty({ enum: ['persistent', 'reset'] })
   mode!: 'persistent' | 'reset';
+  /** The master's maintenance disk: what its worker writes becomes the next version when promoted. */
+  @ApiProperty({ required: false, enum: [true] })
+  maintenance?: true;
 }
 
 export class CdDto {
