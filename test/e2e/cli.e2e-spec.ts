@@ -207,6 +207,16 @@ describe('kurrent CLI', () => {
     expect((await cli(['masters', 'rollout', '_tpl_ubuntu_2204.img', '1', '--canary-percent', 'ten'])).code).toBe(2);
     const again = await cli(['masters', 'rollout', '_tpl_ubuntu_2204.img', '1']);
     expect([again.code, again.err]).toEqual([5, expect.stringContaining('409: every disk of _tpl_ubuntu_2204.img is already to hold version 1')]);
+    // Maintenance: started, exclusive, shown, discarded (promote needs sessions this nvmet test node cannot see).
+    expect((await ok(['masters', 'maintenance', 'start', '_tpl_ubuntu_2204.img', 'seat-02', '--os', 'windows', '--json'])).json).toMatchObject({ worker_id: 'seat-02', os: 'windows', from_version: 1 });
+    const busy = await cli(['masters', 'maintenance', 'start', '_tpl_ubuntu_2204.img', 'seat-03', '--os', 'windows']);
+    expect([busy.code, busy.err]).toEqual([5, expect.stringContaining('is in maintenance by seat-02 (windows)')]);
+    expect((await ok(['masters', 'maintenance', 'show', '_tpl_ubuntu_2204.img'])).out).toMatch(/worker_id +seat-02/);
+    const promote = await cli(['masters', 'maintenance', 'promote', '_tpl_ubuntu_2204.img', '--note', 'x']);
+    expect([promote.code, promote.err]).toEqual([5, expect.stringContaining('cannot see initiator sessions here')]);
+    expect((await cli(['masters', 'maintenance', 'discard', '_tpl_ubuntu_2204.img'])).code).toBe(2);
+    expect((await ok(['masters', 'maintenance', 'discard', '_tpl_ubuntu_2204.img', '--yes'])).out).toBe('_tpl_ubuntu_2204.img: maintenance disk of seat-02 discarded\n');
+    expect((await cli(['masters', 'maintenance', 'show', '_tpl_ubuntu_2204.img'])).code).toBe(4);
     // A rebase discards data: --yes off a terminal; this nvmet test node cannot see sessions, so the agent refuses (nothing changed).
     expect((await cli(['workers', 'disk', 'rebase', 'seat-01', tag])).code).toBe(2);
     const rebase = await cli(['workers', 'disk', 'rebase', 'seat-01', tag, '--yes']);

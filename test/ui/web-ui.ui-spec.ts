@@ -421,6 +421,18 @@ describe('web UI (Chromium)', () => {
     await page.getByRole('alertdialog').getByRole('button', { name: 'Roll back' }).click();
     await panel.getByText('Rollback to v1').waitFor();
     expect((await api('GET', `/masters/${MASTER}/rollout`)).body).toMatchObject({ version: 1, previous: 3, rollback: true, phase: 'all' });
+    // Maintenance: a worker gets the writable clone; discarded after a confirmation.
+    const mp = page.getByLabel(`maintenance of ${MASTER}`);
+    await mp.getByLabel('Maintenance worker').fill('ui-b03');
+    await mp.getByLabel('as its disk').selectOption('debian');
+    await mp.getByRole('button', { name: 'Start maintenance' }).click();
+    await mp.getByText('in maintenance').waitFor();
+    expect((await api('GET', `/masters/${MASTER}/maintenance`)).body).toMatchObject({ worker_id: 'ui-b03', os: 'debian', from_version: 3 });
+    await shot('masters-maintenance');
+    await mp.getByRole('button', { name: 'Discard' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Discard' }).click();
+    await mp.getByRole('button', { name: 'Start maintenance' }).waitFor();
+    expect((await api('GET', `/masters/${MASTER}/maintenance`)).status).toBe(404);
     // A persistent disk follows only by a rebase, which asks first; here DISK_DIR cannot reflink, and the page says so.
     await go('workers/ui-b01');
     await page.getByRole('button', { name: 'Rebase…' }).first().click();

@@ -143,6 +143,36 @@ export function agentCommands(ctx: CliContext): void {
       const data = await call(api().POST('/masters/{name}/rollout/rollback', { params: { path: { name } }, body: canaryOf(o) }));
       print(data, () => rolloutText(data));
     });
+  const maintenance = masters.command('maintenance').description("a master's maintenance writer: one worker boots a writable clone of the latest version, promote makes it the next version");
+  verb(maintenance, 'show', 'who has the master in maintenance', 'kurrent masters maintenance show _tpl_ubuntu_2204.img')
+    .argument('<name>')
+    .action(async (name: string) => {
+      const data = await call(api().GET('/masters/{name}/maintenance', { params: { path: { name } } }));
+      print(data, () => fields(data as never));
+    });
+  verb(maintenance, 'start', 'give one worker a writable clone of the latest version (as a disk of --os)', 'kurrent masters maintenance start _tpl_ubuntu_2204.img super-01 --os windows')
+    .argument('<name>')
+    .argument('<worker_id>')
+    .requiredOption('--os <os>', 'the menu item the disk boots as (the worker has no disk of it yet)')
+    .option('--agent <id>', 'pin the agent')
+    .action(async (name: string, workerId: string, o: { os: string; agent?: string }) => {
+      const data = await call(api().POST('/masters/{name}/maintenance', { params: { path: { name } }, body: { worker_id: workerId, os: o.os as Schemas['StartMaintenanceDto']['os'], ...(o.agent ? { disk_agent: o.agent } : {}) } }));
+      print(data, () => fields(data as never));
+    });
+  verb(maintenance, 'promote', 'make the maintenance disk the next version (shut the worker down first); the disk is then deleted', 'kurrent masters maintenance promote _tpl_ubuntu_2204.img --note "December updates"')
+    .argument('<name>')
+    .option('--note <text>', 'what changed')
+    .action(async (name: string, o: { note?: string }) => {
+      const data = await call(api().POST('/masters/{name}/maintenance/promote', { params: { path: { name } }, body: o.note ? { note: o.note } : {} }));
+      print(data, () => `${name}: version ${data.version} (sha256 ${data.sha256.slice(0, 12)}) on ${data.agent}${data.disk_deleted ? '; maintenance disk deleted' : '; the maintenance disk could not be deleted, delete it by hand'}\n`);
+    });
+  verb(maintenance, 'discard', 'throw the maintenance disk away (the master is unchanged)', 'kurrent masters maintenance discard _tpl_ubuntu_2204.img --yes')
+    .argument('<name>')
+    .action(async (name: string) => {
+      await ctx.confirm(`throw away the maintenance disk of ${name}`);
+      const data = await call(api().DELETE('/masters/{name}/maintenance', { params: { path: { name } } }));
+      print(data, () => `${name}: maintenance disk of ${data.worker_id} discarded\n`);
+    });
   verb(masters, 'note', "set a version's note on every agent holding it", 'kurrent masters note _tpl_ubuntu_2204.img 3 "security updates, December"')
     .argument('<name>')
     .argument('<version>')

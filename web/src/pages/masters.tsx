@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api, call, type Schemas } from '../api';
 import { bytes } from '../lib/format';
-import { Badge, confirmAction, ErrorBox, Field, notify } from '../ui/components';
+import { Badge, confirmAction, ErrorBox, Field, notify, Options } from '../ui/components';
+import { OS_NAMES } from '../lib/constants';
 import { useAction, useResource } from '../ui/hooks';
 
 type Version = Schemas['MasterVersionCatalogDto'];
@@ -135,9 +136,85 @@ export function MastersPage() {
               ))}
             </tbody>
           </table>
+          <MaintenancePanel name={m.name} onChange={() => void masters.reload()} />
           <RolloutPanel name={m.name} versions={m.versions.map((v) => v.version)} onChange={() => void masters.reload()} />
         </section>
       ))}
+    </div>
+  );
+}
+
+/** The master's maintenance writer: one worker boots a writable clone of the latest version; promote makes it the next version. */
+function MaintenancePanel({ name, onChange }: { name: string; onChange: () => void }) {
+  const m = useResource(() => call(api.GET('/masters/{name}/maintenance', { params: { path: { name } } })).catch((e: { status?: number }) => (e.status === 404 ? null : Promise.reject(e))), [name], ['ledger', 'audit'], 5000);
+  const act = useAction();
+  const [f, setF] = useState({ worker: '', os: 'windows' as (typeof OS_NAMES)[number], note: '' });
+  const done = (x: unknown, what: string) => {
+    if (x) {
+      notify(what);
+      void m.reload();
+      onChange();
+    }
+  };
+  const cur = m.data ?? null;
+  return (
+    <div class="rollout" aria-label={`maintenance of ${name}`}>
+      <h4>Maintenance</h4>
+      <ErrorBox error={m.error ?? act.error} onClose={act.clear} />
+      {cur ? (
+        <>
+          <p>
+            <Badge kind="pending">in maintenance</Badge> by <a href={`#/workers/${encodeURIComponent(cur.worker_id)}`}>{cur.worker_id}</a> ({cur.os} disk on {cur.agent}), from v{cur.from_version ?? '?'}. Shut the worker down before promoting.
+          </p>
+          <div class="inline">
+            <Field label="Note for the new version">
+              <input name="maintenance-note" maxLength={500} value={f.note} onInput={(e) => setF({ ...f, note: e.currentTarget.value })} />
+            </Field>
+            <button
+              type="button"
+              class="primary"
+              disabled={act.busy}
+              onClick={async () => {
+                const r = await act.run(() => call(api.POST('/masters/{name}/maintenance/promote', { params: { path: { name } }, body: f.note ? { note: f.note } : {} })));
+                done(r, r ? `${name}: version ${r.version} made from ${cur.worker_id}'s disk` : '');
+              }}
+            >
+              Promote to a new version
+            </button>
+            <button
+              type="button"
+              class="danger"
+              disabled={act.busy}
+              onClick={async () => {
+                if (!(await confirmAction(`Discard the maintenance disk of ${name}?`, <p>{cur.worker_id}'s {cur.os} disk and everything written to it are deleted; the master is unchanged.</p>, { confirm: 'Discard' }))) return;
+                done(await act.run(() => call(api.DELETE('/masters/{name}/maintenance', { params: { path: { name } } }))), `${name}: maintenance discarded`);
+              }}
+            >
+              Discard
+            </button>
+          </div>
+        </>
+      ) : (
+        <form
+          class="inline"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            done(await act.run(() => call(api.POST('/masters/{name}/maintenance', { params: { path: { name } }, body: { worker_id: f.worker.trim(), os: f.os } }))), `${name}: in maintenance by ${f.worker.trim()}`);
+          }}
+        >
+          <Field label="Maintenance worker">
+            <input name="maintenance-worker" required value={f.worker} onInput={(e) => setF({ ...f, worker: e.currentTarget.value })} />
+          </Field>
+          <Field label="as its disk">
+            <select name="maintenance-os" value={f.os} onChange={(e) => setF({ ...f, os: e.currentTarget.value as (typeof OS_NAMES)[number] })}>
+              <Options values={OS_NAMES} />
+            </select>
+          </Field>
+          <button type="submit" disabled={act.busy}>
+            Start maintenance
+          </button>
+        </form>
+      )}
     </div>
   );
 }
