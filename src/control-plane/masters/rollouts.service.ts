@@ -51,7 +51,9 @@ export class RolloutsService implements OnModuleInit {
     if (d.maintenance) return d.source.version;
     const r = this.rollouts[d.source.name];
     if (r && (r.phase === 'all' || r.canary.includes(workerId))) return r.version;
-    return d.source.version;
+    // A disk made before versions, not reached yet, stays on the version the fleet was on (the
+    // agent's latest could already be the canary's).
+    return d.source.version ?? (r?.previous ?? undefined);
   }
 
   /** The version a new disk of this master gets when none is asked for: the fleet's (undefined: the agent's latest). */
@@ -62,13 +64,13 @@ export class RolloutsService implements OnModuleInit {
   }
 
   /** POST /masters/{name}/rollout. */
-  start(rawName: string, dto: StartRolloutDto, client: string): Promise<RolloutDto> {
+  async start(rawName: string, dto: StartRolloutDto, client: string): Promise<RolloutDto> {
     const [name, version] = checkVersionRef(rawName, dto.version);
     return this.begin(name, version, dto, false, client);
   }
 
   /** POST /masters/{name}/rollout/rollback: a rollout to the version before, canary first if asked. */
-  rollback(rawName: string, dto: Omit<StartRolloutDto, 'version'>, client: string): Promise<RolloutDto> {
+  async rollback(rawName: string, dto: Omit<StartRolloutDto, 'version'>, client: string): Promise<RolloutDto> {
     const [name] = checkVersionRef(rawName, 1);
     const r = this.rollouts[name];
     if (!r) throw notFound(`no rollout of ${name}: nothing to roll back`);
@@ -77,7 +79,7 @@ export class RolloutsService implements OnModuleInit {
   }
 
   /** POST /masters/{name}/rollout/promote: from the canary workers to every disk of the master. */
-  promote(rawName: string, client: string): Promise<RolloutDto> {
+  async promote(rawName: string, client: string): Promise<RolloutDto> {
     const [name] = checkVersionRef(rawName, 1);
     return this.store.exclusive(async () => {
       const r = this.rollouts[name];
