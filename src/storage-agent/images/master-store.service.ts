@@ -112,22 +112,26 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
    * `_tpl_` file changed since its last version as a new one (the operator who names a master for
    * a disk means the file as it is now; no settle time then).
    */
-  resolveForClone(name: string, version: number | undefined): Promise<ResolvedVersion> {
+  async resolveForClone(name: string, version: number | undefined): Promise<ResolvedVersion> {
+    if (version !== undefined) return this.pick(name, await this.live(name), version, 'master_version');
     return this.lock(name).run(async () => {
-      if (version === undefined) await this.importIfChanged(name, true);
-      return this.resolveLocked(name, version, 'master_version');
+      await this.importIfChanged(name, true);
+      return this.pick(name, await this.live(name), undefined, 'master_version');
     });
   }
 
   /**
-   * The version a reset restores: the one asked for, else the latest there is. Never a new import
-   * (a checksum of a large file has no place on a boot's critical path) unless the master has no
-   * version at all yet.
+   * The version a reset restores: the one asked for, else the latest there is. Never waits for an
+   * import under way (a checksum of a large file takes seconds per GiB, and a boot waits for its
+   * reset): records are complete once they exist, so no lock is needed to read them. Only a
+   * master without any version yet is taken now.
    */
-  resolveForReset(name: string, version: number | undefined): Promise<ResolvedVersion> {
+  async resolveForReset(name: string, version: number | undefined): Promise<ResolvedVersion> {
+    const live = await this.live(name);
+    if (live.length || version !== undefined) return this.pick(name, live, version, 'version');
     return this.lock(name).run(async () => {
-      if (version === undefined && !(await this.live(name)).length) await this.importIfChanged(name, true);
-      return this.resolveLocked(name, version, 'version');
+      await this.importIfChanged(name, true);
+      return this.pick(name, await this.live(name), undefined, 'version');
     });
   }
 
@@ -175,8 +179,7 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
     return m;
   }
 
-  private async resolveLocked(name: string, version: number | undefined, field: string): Promise<ResolvedVersion> {
-    const live = await this.live(name);
+  private pick(name: string, live: VersionRecord[], version: number | undefined, field: string): ResolvedVersion {
     if (!live.length) throw notFound(`master not found: ${name}`);
     const v = version === undefined ? live[live.length - 1] : live.find((x) => x.version === version);
     if (!v) throw notFound(`${field}: ${name} has no version ${version} (versions: ${live.map((x) => x.version).join(', ')})`);
