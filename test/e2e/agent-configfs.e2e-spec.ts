@@ -222,7 +222,7 @@ describe('nvmet backend (NVMe/TCP configfs under a test root)', () => {
     expect(fs.existsSync(path.join(root, 'hosts'))).toBe(false);
     const nohost = await a.req('POST', '/luns/disk', { iqn: `${NQN}:w1.aaaaaaaaaaaa`, size: '1G', allowed_hosts: [HOST] });
     expect([nohost.status, nohost.body.message]).toEqual([400, expect.stringMatching(/host not found/)]);
-    expect(fs.readdirSync(a.diskDir)).toEqual([]);
+    expect(fs.readdirSync(a.diskDir)).toEqual(['.masters']); // no image, only the (empty) version store
     expect((await a.req('POST', '/luns/disk', { iqn: `${IQN}:w1.ubuntu`, size: '1G' })).body.message).toMatch(/^iqn base mismatch/);
   });
 
