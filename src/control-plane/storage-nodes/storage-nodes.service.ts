@@ -256,6 +256,11 @@ export class StorageNodesService implements OnApplicationBootstrap {
     return this.gateway.call<DeletedMasterVersionDto>(a, 'DELETE', `/masters/${encodeURIComponent(name)}/versions/${version}`);
   }
 
+  /** POST /masters/{name}/versions on one agent: its disk `iqn` becomes version `version` (audited by the caller). */
+  promoteMasterVersion(a: AgentRecord, name: string, body: { iqn: string; version: number; note: string }): Promise<MasterVersionDto> {
+    return this.gateway.call<MasterVersionDto>(a, 'POST', `/masters/${encodeURIComponent(name)}/versions`, { body });
+  }
+
   setMasterVersionNote(a: AgentRecord, name: string, version: number, note: string): Promise<MasterVersionDto> {
     return this.gateway.call<MasterVersionDto>(a, 'PUT', `/masters/${encodeURIComponent(name)}/versions/${version}/note`, { body: { note } });
   }

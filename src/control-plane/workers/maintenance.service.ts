@@ -7,7 +7,7 @@ import { AuditService } from '../audit/audit.service';
 import { MastersService } from '../masters/masters.service';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { DiskRecord, targetName, WorkerRecord } from '../repositories/ledger/records';
-import { AgentGateway } from '../storage-nodes/agent-gateway';
+import { StorageNodesService } from '../storage-nodes/storage-nodes.service';
 import { StorageNodeRegistry } from '../storage-nodes/storage-node-registry';
 import { DisksService } from './disks.service';
 import type { MaintenanceDto, PromoteMaintenanceDto, PromotedMaintenanceDto, StartMaintenanceDto } from './dto/maintenance.dto';
@@ -28,7 +28,7 @@ export class MaintenanceService {
     private readonly disks: DisksService,
     private readonly masters: MastersService,
     private readonly registry: StorageNodeRegistry,
-    private readonly gateway: AgentGateway,
+    private readonly storageNodes: StorageNodesService,
     private readonly audit: AuditService,
   ) {}
 
@@ -73,7 +73,7 @@ export class MaintenanceService {
       const version = Math.max(0, ...(catalog?.versions.map((v) => v.version) ?? [])) + 1;
       let v: MasterVersionDto;
       try {
-        v = await this.gateway.call<MasterVersionDto>(a, 'POST', `/masters/${encodeURIComponent(name)}/versions`, { body: { iqn: targetName(m.disk), version, note: dto.note ?? '' } });
+        v = await this.storageNodes.promoteMasterVersion(a, name, { iqn: targetName(m.disk), version, note: dto.note ?? '' });
       } catch (e) {
         await this.audit.record('master.maintenance.promote', { status: 'failed', name, worker_id: m.worker.worker_id, version, error: (e as Error).message, client });
         throw e;
