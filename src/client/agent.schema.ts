@@ -196,6 +196,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/masters/transfers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Versions being pulled from other agents here, and the last outcomes (interrupted ones since a restart too)
+         * @description Versions being pulled from other agents here, and the last outcomes (interrupted ones since a restart too).
+         */
+        get: operations["listMasterTransfers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/transfers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pulls a version from another agent (only its data ranges, checkpointed, checksummed before it
+         *     becomes a version)
+         * @description Pulls a version from another agent (only its data ranges, checkpointed, checksummed before it
+         *     becomes a version). Idempotent: a transfer under way is answered as it is, an interrupted one
+         *     resumes, a version already here with the same checksum is `done`.
+         */
+        post: operations["startMasterTransfer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/masters/{name}/versions": {
         parameters: {
             query?: never;
@@ -231,6 +274,46 @@ export interface paths {
          * @description Deletes a version's file; its number is never given again.
          */
         delete: operations["deleteMasterVersion"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/versions/{version}/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The sending side of a transfer: bytes of a version (holes read as zeros)
+         * @description The sending side of a transfer: bytes of a version (holes read as zeros).
+         */
+        get: operations["getMasterVersionContent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/versions/{version}/extents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The sending side of a transfer: a version's data ranges (holes left out) and checksum
+         * @description The sending side of a transfer: a version's data ranges (holes left out) and checksum.
+         */
+        get: operations["getMasterVersionExtents"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -461,6 +544,12 @@ export interface components {
             /** @description HTTP status code, repeated in the body. */
             statusCode: number;
         };
+        ExtentDto: {
+            /** @description Bytes. */
+            length: number;
+            /** @description Bytes from the start of the file. */
+            offset: number;
+        };
         FieldErrorDto: {
             /** @description Request field (dotted path for nested bodies), e.g. `boot.menu_timeout`. */
             field: string;
@@ -539,9 +628,42 @@ export interface components {
             /** @description Oldest first. */
             versions: components["schemas"]["MasterVersionDto"][];
         };
+        MasterExtentsDto: {
+            /** @description Unix seconds (of the version, kept by every copy). */
+            created: number;
+            /** @description Sum of the extents' lengths: the bytes a transfer moves. */
+            data_bytes: number;
+            /** @description Sorted, not overlapping; holes of less than 1 MiB between data are included. The whole file where the filesystem cannot tell its holes. */
+            extents: components["schemas"]["ExtentDto"][];
+            name: string;
+            note: string;
+            sha256: string;
+            size: number;
+            version: number;
+        };
         MasterNoteDto: {
             /** @description What changed in this version (up to 500 characters, one line). */
             note: string;
+        };
+        MasterTransferDto: {
+            /** @description Of data_bytes, on disk here (kept across a restart: a resumed transfer starts after them). */
+            bytes_done: number;
+            /** @description Bytes to move (the version's data ranges). */
+            data_bytes: number;
+            error: string | null;
+            finished: number | null;
+            /** @description Bytes fetched by this run (a resumed transfer moves only what was left). */
+            moved_bytes: number;
+            name: string;
+            sha256: string;
+            size: number;
+            /** @description The sending agent's API (no credentials). */
+            source: string;
+            /** @description Unix seconds. */
+            started: number;
+            /** @enum {string} */
+            state: "running" | "done" | "failed" | "interrupted";
+            version: number;
         };
         MasterVersionDto: {
             /** @description Bytes allocated on disk (sparse images hold less than their size). */
@@ -632,6 +754,14 @@ export interface components {
             chap?: components["schemas"]["LunChapDto"];
             /** @description The target. */
             iqn: string;
+        };
+        StartTransferDto: {
+            /** @description The sending agent's bearer token: used for this transfer only, never stored or logged (empty: the sender has none). */
+            source_token: string;
+            /** @description The sending agent's API, `http(s)://host[:port]`. */
+            source_url: string;
+            /** @description The version to copy (it gets the same number here). */
+            version: number;
         };
     };
     responses: never;
@@ -1177,6 +1307,131 @@ export interface operations {
             };
         };
     };
+    listMasterTransfers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MasterTransferDto"][];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    startMasterTransfer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartTransferDto"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MasterTransferDto"];
+                };
+            };
+            /** @description name, version or source_url malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the sender has no such version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description this agent has (or had) other bytes under that version number */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description the sender could not be asked */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description DISK_DIR cannot hold the data */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
     promoteMasterVersion: {
         parameters: {
             query?: never;
@@ -1305,6 +1560,127 @@ export interface operations {
             };
             /** @description a disk of this agent was cloned from the version, or the `_tpl_` file in DISK_DIR is this version; nothing was deleted */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getMasterVersionContent: {
+        parameters: {
+            query: {
+                /** @description Bytes from the start of the file. */
+                offset: number;
+                /** @description Bytes (up to 64 MiB per request). */
+                length: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description name, version, offset or length malformed, or past the end */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no such version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getMasterVersionExtents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MasterExtentsDto"];
+                };
+            };
+            /** @description name or version malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no such version */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

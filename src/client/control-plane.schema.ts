@@ -740,6 +740,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/masters/{name}/versions/{version}/distribute": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Copies a version to every agent that holds its master without it, agent to agent (data ranges
+         *     only, resumable,…
+         * @description Copies a version to every agent that holds its master without it, agent to agent (data ranges
+         *     only, resumable, checksummed before it becomes a version there). Asking again resumes
+         *     interrupted transfers and retries failed ones. Progress: GET .../distribution.
+         */
+        post: operations["distributeMasterVersion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/masters/{name}/versions/{version}/distribution": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where a version is: per agent holding the master, present, its transfer's progress, or missing
+         * @description Where a version is: per agent holding the master, present, its transfer's progress, or missing.
+         */
+        get: operations["getMasterVersionDistribution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/masters/{name}/versions/{version}/note": {
         parameters: {
             query?: never;
@@ -2464,6 +2507,32 @@ export interface components {
             tags?: string[];
             /** @description Bearer token of the agent; `${VAR}` placeholders allowed for variables ending in `_TOKEN` and not starting with `IPXE_CP_`. On PUT, "" keeps the current one. Never returned. */
             token?: string;
+        };
+        VersionDistributionAgentDto: {
+            agent: string;
+            bytes_done?: number;
+            /** @description Bytes to move and moved (transfers). */
+            data_bytes?: number;
+            error?: string;
+            /** @description The agent it pulls from (transfers). */
+            source?: string;
+            /**
+             * @description present: holds the version; running, failed, interrupted: its transfer (an interrupted one
+             *     resumes when distribute is asked again); missing: holds the master but not the version, no
+             *     transfer asked yet; conflict: holds other bytes under this number; unreachable: could not be asked.
+             * @enum {string}
+             */
+            state: "present" | "running" | "failed" | "interrupted" | "missing" | "conflict" | "unreachable";
+        };
+        VersionDistributionDto: {
+            /** @description Every agent that holds the master (any version or its `_tpl_` file) or has disks of it. */
+            agents: components["schemas"]["VersionDistributionAgentDto"][];
+            /** @description True when every one of them holds the version: a rollout can use it everywhere. */
+            complete: boolean;
+            name: string;
+            sha256: string;
+            size: number;
+            version: number;
         };
         WorkerDto: {
             arch: string;
@@ -5466,6 +5535,122 @@ export interface operations {
             };
             /** @description Upstream agent failed. */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    distributeMasterVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VersionDistributionDto"];
+                };
+            };
+            /** @description name or version malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no enabled disk agent holds the version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    getMasterVersionDistribution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VersionDistributionDto"];
+                };
+            };
+            /** @description name or version malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description no enabled disk agent holds the version */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -20,6 +20,8 @@ export class AgentConfig {
   masterScanMs!: number;
   /** A dropped `_tpl_` file unchanged this long (ms) becomes a version at the next scan (a file still being copied in does not). */
   masterSettleMs!: number;
+  /** Cap on the bytes per second a transfer pulls from another agent (0: none). */
+  transferMaxBytesPerSec!: number;
   /** stgt: tgtd management port (tgtadm -C); 0 = the default socket. */
   tgtControlPort!: number;
   /** lio: configfs root of the target subsystem; nvmet: of nvmet. */
@@ -69,6 +71,7 @@ export function loadAgentConfig(env: Env, cwd = process.cwd()): AgentConfig {
   }
   c.masterScanMs = int(env, 'IPXE_AGENT_MASTER_SCAN_SECONDS', 30, 1, 86_400) * 1000;
   c.masterSettleMs = int(env, 'IPXE_AGENT_MASTER_SETTLE_SECONDS', 10, 0, 86_400) * 1000;
+  c.transferMaxBytesPerSec = int(env, 'IPXE_AGENT_TRANSFER_MAX_MBPS', 0, 0, 100_000) * 1_000_000;
   c.tgtControlPort = int(env, 'IPXE_AGENT_TGT_CONTROL_PORT', 0, 0, 65535);
   const dfltRoot = backend === 'nvmet' ? '/sys/kernel/config/nvmet' : '/sys/kernel/config/target';
   c.configfsRoot = path.resolve(cwd, env.IPXE_AGENT_CONFIGFS_ROOT || dfltRoot);

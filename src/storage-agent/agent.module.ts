@@ -19,6 +19,9 @@ import { StgtBackend } from './backends/stgt.backend';
 import { ImageFs } from './images/image-fs';
 import { MasterStoreController } from './images/master-store.controller';
 import { MasterStoreService } from './images/master-store.service';
+import { MasterTransferService } from './images/master-transfer.service';
+import { PeerAgentClient } from './images/peer-agent-client';
+import { AgentClock } from './agent-clock';
 import { LunsController } from './luns/luns.controller';
 import { LunsService } from './luns/luns.service';
 import { TargetManifest } from './luns/manifest';
@@ -66,6 +69,9 @@ export class AgentModule {
         TargetManifest,
         SystemService,
         MasterStoreService,
+        AgentClock,
+        PeerAgentClient,
+        MasterTransferService,
         LunsService,
         NvmeHostsService,
         { provide: APP_GUARD, useClass: AuthGuard },

@@ -75,6 +75,8 @@ describe('OpenAPI document', () => {
         'POST /workers/{worker_id}/luns/disk createWorkerDisk',
         'PUT /agents/{agent_id} updateAgent',
         'PUT /masters/{name}/versions/{version}/note setMasterVersionNote',
+        'GET /masters/{name}/versions/{version}/distribution getMasterVersionDistribution',
+        'POST /masters/{name}/versions/{version}/distribute distributeMasterVersion',
         'GET /masters/{name}/rollout getMasterRollout',
         'GET /masters/{name}/maintenance getMasterMaintenance',
         'POST /masters/{name}/maintenance startMasterMaintenance',
@@ -138,6 +140,10 @@ describe('storage agent OpenAPI document', () => {
         'DELETE /masters/{name}/versions/{version}',
         'PUT /masters/{name}/versions/{version}/note',
         'POST /masters/{name}/versions',
+        'GET /masters/transfers',
+        'POST /masters/{name}/transfers',
+        'GET /masters/{name}/versions/{version}/extents',
+        'GET /masters/{name}/versions/{version}/content',
         'GET /nvme/hosts',
         'GET /sessions',
         'GET /usage',
@@ -147,6 +153,9 @@ describe('storage agent OpenAPI document', () => {
     );
     expect(doc.components.schemas.CreateLunDiskDto.required).toEqual(['iqn']);
     expect(doc.components.schemas.NvmeHostDto.properties).not.toHaveProperty('dhchap_key');
+    // The sender's token goes in, never out: no answer carries it.
+    expect(doc.components.schemas.MasterTransferDto.properties).not.toHaveProperty('source_token');
+    expect(Object.keys(doc.paths['/masters/{name}/versions/{version}/content'].get.responses['200'].content)).toEqual(['application/octet-stream']);
   });
 });
 

@@ -28,6 +28,14 @@ export class MastersService {
 
   /** GET /masters: every enabled disk-role agent in parallel; failures per agent, 502 if all fail. */
   async list(client: string): Promise<MastersDto> {
+    const out = await this.survey();
+    for (const r of out.agents) if (r.error) await this.audit.record('master.list', { status: 'failed', agent: r.agent, error: r.error, client });
+    if (out.agents.length && out.agents.every((r) => r.error)) throw new ApiError(502, `every agent failed: ${out.agents.map((r) => `${r.agent}: ${r.error}`).join('; ')}`);
+    return out;
+  }
+
+  /** Every enabled disk-role agent's masters (an agent that cannot be asked has `error`), and the catalog over them. */
+  async survey(): Promise<MastersDto> {
     const agents = this.registry.all().filter((a) => a.enabled && a.role.disk);
     const rows: AgentMastersDto[] = await Promise.all(
       agents.map(async (a) => {
@@ -35,12 +43,10 @@ export class MastersService {
           const masters = (await this.storageNodes.mastersOf(a)).map(outMaster);
           return { agent: a.id, iscsi_server: this.storageNodes.dataAddress(a), masters };
         } catch (e) {
-          await this.audit.record('master.list', { status: 'failed', agent: a.id, error: (e as Error).message, client });
           return { agent: a.id, iscsi_server: this.storageNodes.dataAddress(a), masters: [], error: (e as Error).message };
         }
       }),
     );
-    if (rows.length && rows.every((r) => r.error)) throw new ApiError(502, `every agent failed: ${rows.map((r) => `${r.agent}: ${r.error}`).join('; ')}`);
     return { agents: rows, catalog: this.catalog(rows) };
   }
 

@@ -110,7 +110,7 @@ export class RolloutsService implements OnModuleInit {
     if (!v) throw notFound(`version not found: no enabled disk agent holds version ${version} of ${name}`);
     if (v.conflicting_agents?.length) throw conflict(`version ${version} of ${name} is other bytes on ${v.conflicting_agents.join(', ')} than on ${v.agents.join(', ')}; resolve that first`);
     const missing = [...new Set(disks.map((x) => x.disk.agent))].filter((a) => !v.agents.includes(a)).sort();
-    if (missing.length) throw conflict(`version ${version} of ${name} is not on ${missing.join(', ')}, where disks of it are; nothing was started`);
+    if (missing.length) throw conflict(`version ${version} of ${name} is not on ${missing.join(', ')}, where disks of it are; distribute it first (POST /masters/${encodeURIComponent(name)}/versions/${version}/distribute); nothing was started`);
     const workers = [...new Set(disks.map((x) => x.worker.worker_id))].sort();
     let canary: string[] = [];
     if (dto.canary_workers?.length) {

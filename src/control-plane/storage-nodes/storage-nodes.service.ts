@@ -4,6 +4,7 @@ import { AuditService } from '../audit/audit.service';
 import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import type { AgentUsageDto } from '../../shared/agent-contract/capabilities.dto';
+import type { MasterTransferDto } from '../../shared/agent-contract/transfers.dto';
 import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, DeletedMasterVersionDto, MasterDto, MasterVersionDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, StorageNodeRegistry, BASE_URL_RULE, normalizeBaseUrl } from './storage-node-registry';
@@ -263,6 +264,20 @@ export class StorageNodesService implements OnApplicationBootstrap {
 
   setMasterVersionNote(a: AgentRecord, name: string, version: number, note: string): Promise<MasterVersionDto> {
     return this.gateway.call<MasterVersionDto>(a, 'PUT', `/masters/${encodeURIComponent(name)}/versions/${version}/note`, { body: { note } });
+  }
+
+  /**
+   * POST /masters/{name}/transfers on `to`: it pulls the version from `from` with `from`'s token,
+   * which travels in this request's body only (never logged, never stored by either side).
+   */
+  startMasterTransfer(to: AgentRecord, from: AgentRecord, name: string, version: number): Promise<MasterTransferDto> {
+    const body = { version, source_url: from.base_url, source_token: this.gateway.expandToken(from.token) };
+    return this.gateway.call<MasterTransferDto>(to, 'POST', `/masters/${encodeURIComponent(name)}/transfers`, { body });
+  }
+
+  /** GET /masters/transfers of one agent. */
+  masterTransfersOf(a: AgentRecord): Promise<MasterTransferDto[]> {
+    return this.gateway.call<MasterTransferDto[]>(a, 'GET', '/masters/transfers', { timeoutMs: this.config.agentProbeTimeoutMs });
   }
 
   private async audited<R>(op: string, a: AgentRecord, fields: Record<string, unknown>, fn: () => Promise<R>): Promise<R> {

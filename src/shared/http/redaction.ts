@@ -4,6 +4,7 @@ export const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
   '*.token',
+  '*.source_token',
   '*.dhchap_key',
   '*.dhchap_ctrl_key',
   '*.tls_psk',

@@ -1,6 +1,8 @@
-import { Body, Controller, Delete, Get, Param, Post, Put } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query, StreamableFile } from '@nestjs/common';
 import { LunsService } from '../luns/luns.service';
-import { ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { ContentRangeQueryDto, MasterExtentsDto, MasterTransferDto, StartTransferDto } from '../../shared/agent-contract/transfers.dto';
+import { MasterTransferService } from './master-transfer.service';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { DeletedMasterVersionDto, MasterDto, MasterNoteDto, MasterVersionDto, PromoteVersionDto } from '../../shared/agent-contract/luns.dto';
 import { MasterStoreService } from './master-store.service';
@@ -11,6 +13,7 @@ export class MasterStoreController {
   constructor(
     private readonly masters: MasterStoreService,
     private readonly luns: LunsService,
+    private readonly transfers: MasterTransferService,
   ) {}
 
   /** Master images (`_tpl_` files) and their versions, from the background scan. */
@@ -48,5 +51,46 @@ export class MasterStoreController {
   @Put(':name/versions/:version/note')
   setNote(@Param('name') name: string, @Param('version') version: string, @Body() body: MasterNoteDto): Promise<MasterVersionDto> {
     return this.masters.setNote(name, version, body.note);
+  }
+
+  /** Versions being pulled from other agents here, and the last outcomes (interrupted ones since a restart too). */
+  @ApiErrors()
+  @Get('transfers')
+  listTransfers(): MasterTransferDto[] {
+    return this.transfers.list();
+  }
+
+  /**
+   * Pulls a version from another agent (only its data ranges, checkpointed, checksummed before it
+   * becomes a version). Idempotent: a transfer under way is answered as it is, an interrupted one
+   * resumes, a version already here with the same checksum is `done`.
+   */
+  @ApiErrors(
+    [400, 'name, version or source_url malformed'],
+    [404, 'the sender has no such version'],
+    [409, 'this agent has (or had) other bytes under that version number'],
+    [502, 'the sender could not be asked'],
+    [507, 'DISK_DIR cannot hold the data'],
+  )
+  @HttpCode(202)
+  @Post(':name/transfers')
+  startTransfer(@Param('name') name: string, @Body() body: StartTransferDto): Promise<MasterTransferDto> {
+    return this.transfers.start(name, body);
+  }
+
+  /** The sending side of a transfer: a version's data ranges (holes left out) and checksum. */
+  @ApiErrors([400, 'name or version malformed'], [404, 'no such version'])
+  @Get(':name/versions/:version/extents')
+  extents(@Param('name') name: string, @Param('version') version: string): Promise<MasterExtentsDto> {
+    return this.masters.extentsOf(name, version);
+  }
+
+  /** The sending side of a transfer: bytes of a version (holes read as zeros). */
+  @ApiErrors([400, 'name, version, offset or length malformed, or past the end'], [404, 'no such version'])
+  @ApiProduces('application/octet-stream')
+  @ApiOkResponse({ description: 'The bytes asked for, exactly `length` of them.', schema: { type: 'string', format: 'binary' } })
+  @Get(':name/versions/:version/content')
+  async content(@Param('name') name: string, @Param('version') version: string, @Query() q: ContentRangeQueryDto): Promise<StreamableFile> {
+    return new StreamableFile(await this.masters.contentOf(name, version, q.offset, q.length), { type: 'application/octet-stream', length: q.length });
   }
 }

@@ -1,8 +1,10 @@
+import type { Readable } from 'node:stream';
 import { UNSAFE_NAME_CHARS } from '../../shared/grammars';
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { AgentConfig } from '../agent-config';
 import type { DeletedMasterVersionDto, MasterDto, MasterVersionDto } from '../../shared/agent-contract/luns.dto';
-import { ApiError, conflict, notFound } from '../../shared/http/api-error';
+import { ApiError, badRequest, conflict, notFound } from '../../shared/http/api-error';
+import type { MasterExtentsDto } from '../../shared/agent-contract/transfers.dto';
 import { humanSize } from '../../shared/size';
 import { checkVersionRef } from '../../shared/master-version-ref';
 import { Mutex } from '../../shared/files/mutex';
@@ -12,6 +14,7 @@ import { ImageFs, ImageStat } from './image-fs';
 /** Versions live beside the images, in a directory no scan exports: DISK_DIR/.masters/<master>/<n>.img + <n>.json. */
 const STORE = '.masters';
 const META = /^([1-9][0-9]{0,8})\.json$/;
+const TRANSFER_STATE = /^\.([1-9][0-9]{0,8})\.transfer\.json$/;
 
 /** The `_tpl_` file a drop version was taken from: changed (another file, size or mtime) means a new version. */
 interface SourceIdentity {
@@ -171,12 +174,88 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
     });
   }
 
+  // ---- transfers between agents (MasterTransferService) ----
+
+  /** The sending side: a version's data ranges and identity. */
+  async extentsOf(rawName: string, rawVersion: string | number): Promise<MasterExtentsDto> {
+    const [name, version] = checkVersionRef(rawName, rawVersion);
+    const rec = (await this.live(name)).find((v) => v.version === version);
+    if (!rec) throw notFound(`version not found: ${name} has no version ${version} here`);
+    const extents = (await this.images.dataExtents(imagePath(name, version))) ?? (rec.size ? [{ offset: 0, length: rec.size }] : []);
+    return { name, version, size: rec.size, sha256: rec.sha256, created: rec.created, note: rec.note, data_bytes: extents.reduce((n, e) => n + e.length, 0), extents };
+  }
+
+  /** The sending side: `length` bytes of a version from `offset` (holes read as zeros). */
+  async contentOf(rawName: string, rawVersion: string | number, offset: number, length: number): Promise<Readable> {
+    const [name, version] = checkVersionRef(rawName, rawVersion);
+    const rec = (await this.live(name)).find((v) => v.version === version);
+    if (!rec) throw notFound(`version not found: ${name} has no version ${version} here`);
+    if (offset + length > rec.size) throw badRequest(`length: offset + length (${offset + length}) is past the end of the version (${rec.size} bytes)`);
+    return this.images.readRange(imagePath(name, version), offset, length);
+  }
+
+  /** Any record under this number, a deleted one too (a transfer must not take a number used for other bytes). */
+  async recordOf(name: string, version: number): Promise<{ sha256: string; deleted: boolean } | null> {
+    const rec = (await this.records(name)).find((v) => v.version === version);
+    return rec ? { sha256: rec.sha256, deleted: !!rec.deleted } : null;
+  }
+
+  /** Where a transfer writes and keeps its progress: dot-names a scan never takes, kept at start (resumed). */
+  transferPaths(name: string, version: number): { dir: string; data: string; state: string } {
+    const dir = `${STORE}/${name}`;
+    return { dir, data: `${dir}/.${version}.img.transfer`, state: `${dir}/.${version}.transfer.json` };
+  }
+
+  /** Transfers left by an earlier run: [name, version] of each progress file. */
+  async pendingTransfers(): Promise<[string, number][]> {
+    const out: [string, number][] = [];
+    for (const name of await this.images.listInside(STORE)) {
+      if (!isMasterName(name)) continue;
+      for (const f of await this.images.listInside(`${STORE}/${name}`)) {
+        const m = TRANSFER_STATE.exec(f);
+        if (m) out.push([name, Number(m[1])]);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * A transferred file, its checksum verified by the caller, becomes version `version` here
+   * (origin transfer): read-only, renamed, the record last. Refused when the number is taken by
+   * other bytes meanwhile (a drop or a promote here).
+   */
+  adoptTransfer(name: string, version: number, file: string, meta: { sha256: string; created: number; note: string }): Promise<MasterVersionDto> {
+    return this.lock(name).run(async () => {
+      const had = (await this.records(name)).find((v) => v.version === version);
+      if (had && !(had.deleted && had.sha256 === meta.sha256)) throw conflict(`version: ${name} has (or had) another version ${version} here (sha256 ${had.sha256.slice(0, 12)})`);
+      const st = await this.images.statInside(file);
+      if (!st) throw notFound(`file not found: ${file}`);
+      await this.images.makeReadOnly(file);
+      await this.images.rename(file, imagePath(name, version));
+      const rec: VersionRecord = { version, size: st.size, allocated: st.allocated, sha256: meta.sha256, created: meta.created, note: meta.note, origin: 'transfer' };
+      await this.images.writeTextAtomic(metaPath(name, version), JSON.stringify(rec, null, 2) + '\n');
+      this.log.log(`${name}: version ${version} received (sha256 ${meta.sha256.slice(0, 12)})`);
+      await this.refresh(name);
+      return publicVersion(rec);
+    });
+  }
+
   // ---- internals (callers hold the master's lock) ----
 
   private lock(name: string): Mutex {
     let m = this.locks.get(name);
     if (!m) this.locks.set(name, (m = new Mutex()));
     return m;
+  }
+
+  /** The highest number used here: records (deleted too) and transfers under way (they keep the sender's number). */
+  private async highestNumber(name: string, all: VersionRecord[]): Promise<number> {
+    let n = all[all.length - 1]?.version ?? 0;
+    for (const f of await this.images.listInside(`${STORE}/${name}`)) {
+      const m = TRANSFER_STATE.exec(f);
+      if (m) n = Math.max(n, Number(m[1]));
+    }
+    return n;
   }
 
   private pick(name: string, live: VersionRecord[], version: number | undefined, field: string): ResolvedVersion {
@@ -216,7 +295,7 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
     if (newestDrop && sameSource(newestDrop.source, st)) return;
     // A file still being copied in must not become a version: it has to have settled first.
     if (!force && Date.now() - st.mtimeMs < this.config.masterSettleMs) return;
-    const version = (all[all.length - 1]?.version ?? 0) + 1;
+    const version = (await this.highestNumber(name, all)) + 1;
     await this.takeVersion(name, name, version, { note: '', origin: 'drop', source: { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, dev: st.dev } });
   }
 
@@ -228,8 +307,7 @@ export class MasterStoreService implements OnModuleInit, OnApplicationShutdown {
   promoteFrom(rawName: string, file: string, version: number | undefined, note: string): Promise<MasterVersionDto> {
     const [name] = checkVersionRef(rawName, 1);
     return this.lock(name).run(async () => {
-      const all = await this.records(name);
-      const last = all[all.length - 1]?.version ?? 0;
+      const last = await this.highestNumber(name, await this.records(name));
       if (version !== undefined && version <= last) throw conflict(`version: ${name} has (or had) version ${last} here; a new version must be numbered above it`);
       const rec = await this.takeVersion(name, file, version ?? last + 1, { note, origin: 'promote' });
       return publicVersion(rec);

@@ -46,3 +46,38 @@ export class DeletedMasterVersionOutDto {
   /** Agents that deleted their copy. */
   deleted_on!: string[];
 }
+
+/** One agent's part in a version's distribution. */
+export class VersionDistributionAgentDto {
+  agent!: string;
+  /**
+   * present: holds the version; running, failed, interrupted: its transfer (an interrupted one
+   * resumes when distribute is asked again); missing: holds the master but not the version, no
+   * transfer asked yet; conflict: holds other bytes under this number; unreachable: could not be asked.
+   */
+  @ApiProperty({ enum: ['present', 'running', 'failed', 'interrupted', 'missing', 'conflict', 'unreachable'] })
+  state!: 'present' | 'running' | 'failed' | 'interrupted' | 'missing' | 'conflict' | 'unreachable';
+  /** The agent it pulls from (transfers). */
+  @ApiProperty({ required: false })
+  source?: string;
+  /** Bytes to move and moved (transfers). */
+  @ApiProperty({ required: false })
+  data_bytes?: number;
+  @ApiProperty({ required: false })
+  bytes_done?: number;
+  @ApiProperty({ required: false })
+  error?: string;
+}
+
+/** GET .../distribution, POST .../distribute: where a version is, and its transfers to the agents that hold the master without it. */
+export class VersionDistributionDto {
+  name!: string;
+  version!: number;
+  sha256!: string;
+  size!: number;
+  /** Every agent that holds the master (any version or its `_tpl_` file) or has disks of it. */
+  @ApiProperty({ type: [VersionDistributionAgentDto] })
+  agents!: VersionDistributionAgentDto[];
+  /** True when every one of them holds the version: a rollout can use it everywhere. */
+  complete!: boolean;
+}
