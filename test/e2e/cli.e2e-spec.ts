@@ -198,6 +198,10 @@ describe('kurrent CLI', () => {
     expect([inUse.code, inUse.err]).toEqual([5, expect.stringContaining('409: version 1 of _tpl_ubuntu_2204.img is in use by 2 disk(s)')]);
     expect((await cli(['masters', 'delete-version', '_tpl_ubuntu_2204.img', '1'])).code).toBe(2); // destructive: --yes off a terminal
     expect((await cli(['masters', 'versions', '_tpl_none.img'])).code).toBe(4);
+    // Distribution: with one agent the version is already everywhere; an unknown version is a 404.
+    expect((await ok(['masters', 'distribute', '_tpl_ubuntu_2204.img', '1', '--wait'])).out).toMatch(/^_tpl_ubuntu_2204\.img version 1 \(sha256 [0-9a-f]{12}\): on every agent holding the master\nAGENT +STATE +SOURCE +PROGRESS +ERROR\nn1 +present/);
+    expect((await ok(['masters', 'distribution', '_tpl_ubuntu_2204.img', '1', '--json'])).json).toMatchObject({ version: 1, complete: true, agents: [{ agent: 'n1', state: 'present' }] });
+    expect((await cli(['masters', 'distribution', '_tpl_ubuntu_2204.img', '9'])).code).toBe(4);
     // Rollout (to the same version here: one version exists): canary, status, promote, rollback refused without a version before.
     const ro = await ok(['masters', 'rollout', '_tpl_ubuntu_2204.img', '1', '--canary', 'seat-03', '--json']);
     expect(ro.json).toMatchObject({ version: 1, phase: 'canary', canary: ['seat-03'], summary: { disks: 2, on_target: 1, not_reached: 1 } });

@@ -80,7 +80,7 @@ export function agentCommands(ctx: CliContext): void {
     });
 
   // ---- masters ----
-  const masters = verb(program, 'masters', 'master images of every agent, with their latest version (subcommands: versions, note, delete-version)', 'kurrent masters').action(async () => {
+  const masters = verb(program, 'masters', 'master images of every agent, with their latest version (subcommands: versions, distribute, distribution, rollout, promote, rollback, maintenance, note, delete-version)', 'kurrent masters').action(async () => {
     const data = await call(api().GET('/masters'));
     print(data, () => table(data.agents.flatMap((a) => a.masters.map((m) => ({ agent: a.agent, ...m }))), ['agent', 'name', 'size', 'mtime', 'latest']));
   });
@@ -109,6 +109,38 @@ export function agentCommands(ctx: CliContext): void {
           ['master', 'version', 'size', 'sha256', 'created', 'origin', 'agents', 'disks', 'conflict', 'note'],
         ),
       );
+    });
+  const distributionText = (d: Schemas['VersionDistributionDto']) =>
+    `${d.name} version ${d.version} (sha256 ${d.sha256.slice(0, 12)}): ${d.complete ? 'on every agent holding the master' : 'not on every agent yet'}\n` +
+    table(
+      d.agents.map((a) => ({
+        agent: a.agent,
+        state: a.state,
+        source: a.source ?? '',
+        progress: a.data_bytes ? `${Math.floor(((a.bytes_done ?? 0) * 100) / a.data_bytes)}% of ${(a.data_bytes / 2 ** 20).toFixed(0)} MiB` : '',
+        error: a.error ?? '',
+      })),
+      ['agent', 'state', 'source', 'progress', 'error'],
+    );
+  verb(masters, 'distribute', 'copy a version to every agent that holds its master without it (agent to agent, resumable; again: resumes or retries)', 'kurrent masters distribute _tpl_ubuntu_2204.img 3 --wait')
+    .argument('<name>')
+    .argument('<version>')
+    .option('--wait', 'wait until every agent holds it (or a transfer stops), printing progress')
+    .action(async (name: string, version: string, o: { wait?: boolean }) => {
+      let data = await call(api().POST('/masters/{name}/versions/{version}/distribute', { params: { path: { name, version } } }));
+      while (o.wait && data.agents.some((a) => a.state === 'running')) {
+        await new Promise((r) => setTimeout(r, 1000));
+        data = await call(api().GET('/masters/{name}/versions/{version}/distribution', { params: { path: { name, version } } }));
+      }
+      print(data, () => distributionText(data));
+      if (o.wait && !data.complete) throw new CliError(`${name} version ${version} is not on every agent: ${data.agents.filter((a) => a.state !== 'present').map((a) => `${a.agent} ${a.state}${a.error ? ` (${a.error})` : ''}`).join('; ')}`, EXIT.failed);
+    });
+  verb(masters, 'distribution', 'where a version is: per agent holding the master, present, its transfer, or missing', 'kurrent masters distribution _tpl_ubuntu_2204.img 3')
+    .argument('<name>')
+    .argument('<version>')
+    .action(async (name: string, version: string) => {
+      const data = await call(api().GET('/masters/{name}/versions/{version}/distribution', { params: { path: { name, version } } }));
+      print(data, () => distributionText(data));
     });
   const canaryOptions = (c: Command) => c.option('--canary <workers>', 'these workers first', list).option('--canary-percent <n>', 'this percent of the workers first (1-100)');
   const canaryOf = (o: { canary?: string[]; canaryPercent?: string }) => {
