@@ -440,6 +440,46 @@ describe('web UI (Chromium)', () => {
     await page.getByText('cannot reflink', { exact: false }).first().waitFor();
   });
 
+  it('Masters: a version missing on an agent that holds the master is distributed from the page, agent to agent', async () => {
+    // A second agent with the same version 1 (the same bytes dropped on it) lacks version 3.
+    const control2 = 9600 + (process.pid % 500);
+    const tgtd2 = new Tgtd(control2, await freePort());
+    await tgtd2.start();
+    const images2 = path.join(dir, 'images-2');
+    makeFile(path.join(images2, MASTER), 8 << 20);
+    const port2 = await freePort();
+    const agent2 = await spawnAgent({
+      IPXE_AGENT_PORT: String(port2),
+      IPXE_AGENT_BACKEND: 'stgt',
+      IPXE_AGENT_TGT_CONTROL_PORT: String(control2),
+      IPXE_AGENT_TOKEN: 'second-agent-token',
+      DISK_DIR: images2,
+      IPXE_AGENT_STATE_DIR: path.join(dir, 'agent-state-2'),
+      IPXE_AGENT_MASTER_SCAN_SECONDS: '1',
+      IPXE_AGENT_MASTER_SETTLE_SECONDS: '1',
+    });
+    try {
+      expect((await api('POST', '/agents', { id: 'stgt-02', base_url: `http://127.0.0.1:${port2}`, token: 'second-agent-token', iscsi_server: '127.0.0.1', role: { disk: true } })).status).toBe(201);
+      const versions = async () => ((await api('GET', '/masters')).body.catalog.find((m: { name: string }) => m.name === MASTER)?.versions ?? []) as { version: number; agents: string[] }[];
+      await until(async () => ((await versions()).find((v) => v.version === 1)?.agents.length === 2 ? true : null));
+      await go('masters');
+      const v3 = page.getByRole('table', { name: `versions of ${MASTER}` }).getByRole('row', { name: /^v3 / });
+      const cell = v3.getByLabel('distribution of v3');
+      await cell.getByText('stgt-02 missing').waitFor();
+      await shot('masters-distribution');
+      await cell.getByRole('button', { name: 'Distribute' }).click();
+      // Once it is there the row lists both agents and the marker goes.
+      await v3.getByText('stgt-01, stgt-02').waitFor();
+      await cell.waitFor({ state: 'detached' });
+      expect((await api('GET', `/masters/${MASTER}/versions/3/distribution`)).body).toMatchObject({ complete: true, agents: [{ agent: 'stgt-01', state: 'present' }, { agent: 'stgt-02', state: 'present' }] });
+      expect((await api('GET', '/operations?op=master.version.distribute')).body.entries[0]).toMatchObject({ name: MASTER, version: 3, transfers: ['stgt-02<-stgt-01'] });
+    } finally {
+      await api('DELETE', '/agents/stgt-02');
+      await agent2.stop();
+      await tgtd2.stop();
+    }
+  });
+
   it('Batch bind: a fingerprint mismatch is not counted as ok, the confirmation names it, and a run happens once', async () => {
     for (const [mac, serial] of [
       ['52:54:00:bb:00:01', 'SN-B1'],

@@ -59,14 +59,15 @@ describe('MasterTransferService', () => {
   let ext: MasterExtentsDto;
 
   beforeAll(() => {
-    // 40 MiB with data at 0-20 MiB and 32-40 MiB: three 16 MiB requests and a short one.
+    // Data at 0-20 MiB and from 32 MiB to the end, 5000 bytes past 40 MiB: 16 MiB requests, then
+    // shorter ones, the last not a whole number of blocks.
     const fd = fs.openSync(src, 'w');
-    fs.ftruncateSync(fd, 40 * MiB);
+    fs.ftruncateSync(fd, 40 * MiB + 5000);
     fs.writeSync(fd, randomBytes(20 * MiB), 0, 20 * MiB, 0);
-    fs.writeSync(fd, randomBytes(8 * MiB), 0, 8 * MiB, 32 * MiB);
+    fs.writeSync(fd, randomBytes(8 * MiB + 5000), 0, 8 * MiB + 5000, 32 * MiB);
     fs.closeSync(fd);
     const sha = execFileSync('openssl', ['dgst', '-sha256', '-r', src], { encoding: 'utf8' }).slice(0, 64);
-    ext = { name: NAME, version: 4, size: 40 * MiB, sha256: sha, created: 1_700_000_000, note: 'from the lab', data_bytes: 28 * MiB, extents: [{ offset: 0, length: 20 * MiB }, { offset: 32 * MiB, length: 8 * MiB }] };
+    ext = { name: NAME, version: 4, size: 40 * MiB + 5000, sha256: sha, created: 1_700_000_000, note: 'from the lab', data_bytes: 28 * MiB + 5000, extents: [{ offset: 0, length: 20 * MiB }, { offset: 32 * MiB, length: 8 * MiB + 5000 }] };
   });
 
   afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -91,7 +92,7 @@ describe('MasterTransferService', () => {
   it('bytes that do not match the sender checksum never become a version, and nothing of them is left', async () => {
     const peer = withPeer(new FakePeer(src, ext));
     peer.corruptAt = 33 * MiB + 7;
-    expect(await ask()).toMatchObject({ state: 'running', data_bytes: 28 * MiB, bytes_done: 0 });
+    expect(await ask()).toMatchObject({ state: 'running', data_bytes: 28 * MiB + 5000, bytes_done: 0 });
     const t = await settle();
     expect(t).toMatchObject({ state: 'failed', error: expect.stringMatching(/^checksum mismatch: received [0-9a-f]{12}, the sender's version is [0-9a-f]{12}; the copy was thrown away$/) });
     expect(await store.recordOf(NAME, 4)).toBeNull();
@@ -110,7 +111,7 @@ describe('MasterTransferService', () => {
 
     const good = withPeer(new FakePeer(src, ext));
     expect(await ask()).toMatchObject({ state: 'running', bytes_done: 16 * MiB });
-    expect(await settle()).toMatchObject({ state: 'done', bytes_done: 28 * MiB, moved_bytes: 12 * MiB, error: null });
+    expect(await settle()).toMatchObject({ state: 'done', bytes_done: 28 * MiB + 5000, moved_bytes: 12 * MiB + 5000, error: null });
     expect(good.contentCalls).toBe(2);
     const file = path.join(diskDir, '.masters', NAME, '4.img');
     expect(fs.readFileSync(file).equals(fs.readFileSync(src))).toBe(true);

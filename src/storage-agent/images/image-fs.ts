@@ -329,9 +329,10 @@ export class ImageFs {
     const BLOCK = 64 << 10;
     const fh = await fsp.open(this.pathOf(name), fs.constants.O_WRONLY);
     try {
+      // Runs of non-zero blocks are written; the last block may be short.
       let run = -1;
-      for (let at = 0; at <= buf.length; at += BLOCK) {
-        const zero = at < buf.length ? isZero(buf.subarray(at, Math.min(at + BLOCK, buf.length))) : true;
+      for (let at = 0; at < buf.length + BLOCK; at += BLOCK) {
+        const zero = at >= buf.length || isZero(buf.subarray(at, Math.min(at + BLOCK, buf.length)));
         if (!zero && run < 0) run = at;
         if (zero && run >= 0) {
           const part = buf.subarray(run, Math.min(at, buf.length));

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, call, type Schemas } from '../api';
 import { bytes } from '../lib/format';
 import { Badge, confirmAction, ErrorBox, Field, notify, Options } from '../ui/components';
@@ -20,6 +20,9 @@ export function MastersPage() {
   const catalog = masters.data?.catalog ?? [];
   const down = (masters.data?.agents ?? []).filter((a) => a.error);
   const key = (name: string, v: Version) => `${name}\n${v.version}`;
+  /** Agents that hold the master (some version, or its file) but not this version. */
+  const missingOn = (name: string, v: Version) =>
+    (masters.data?.agents ?? []).filter((a) => !a.error && a.masters.some((x) => x.name === name) && !v.agents.includes(a.agent) && !v.conflicting_agents?.includes(a.agent)).map((a) => a.agent);
   const saveNote = async (name: string, v: Version) => {
     const r = await act.run(() => call(api.PUT('/masters/{name}/versions/{version}/note', { params: { path: { name, version: String(v.version) } }, body: { note } })));
     if (r) {
@@ -92,6 +95,7 @@ export function MastersPage() {
                   <td>
                     {v.agents.join(', ')}
                     {v.conflicting_agents?.length ? <span class="bad"> · other bytes on {v.conflicting_agents.join(', ')}</span> : null}
+                    {missingOn(m.name, v).length ? <Distribution name={m.name} version={v.version} missing={missingOn(m.name, v)} onDone={() => void masters.reload()} /> : null}
                   </td>
                   <td>{v.disks}</td>
                   <td>
@@ -141,6 +145,52 @@ export function MastersPage() {
         </section>
       ))}
     </div>
+  );
+}
+
+/**
+ * A version missing on agents that hold its master: where each stands (missing, copying with its
+ * progress, interrupted, failed) and the button that copies it there, agent to agent (again:
+ * resumes). Polls while a copy runs; the table reloads once the version is everywhere.
+ */
+function Distribution({ name, version, missing, onDone }: { name: string; version: number; missing: string[]; onDone: () => void }) {
+  const path = { name, version: String(version) };
+  const d = useResource(() => call(api.GET('/masters/{name}/versions/{version}/distribution', { params: { path } })), [name, version, missing.join(',')]);
+  const act = useAction();
+  const running = d.data?.agents.some((a) => a.state === 'running') ?? false;
+  useEffect(() => {
+    if (d.data?.complete) onDone();
+    if (!running) return;
+    const timer = setTimeout(() => void d.reload(), 1000);
+    return () => clearTimeout(timer);
+  }, [d.data]);
+  const rows = d.data?.agents.filter((a) => a.state !== 'present') ?? missing.map((agent) => ({ agent, state: 'missing' as const, data_bytes: undefined, bytes_done: undefined, error: undefined }));
+  const pct = (a: (typeof rows)[number]) => (a.data_bytes ? `${Math.floor(((a.bytes_done ?? 0) * 100) / a.data_bytes)}%` : '');
+  const label = (a: (typeof rows)[number]) => (a.state === 'running' ? `copying ${pct(a)}` : a.state === 'interrupted' ? `interrupted at ${pct(a)}` : a.state);
+  const again = rows.some((a) => a.state === 'interrupted' || a.state === 'failed');
+  return (
+    <span class={running ? 'muted' : 'bad'} aria-label={`distribution of v${version}`}>
+      {' · '}
+      {rows.map((a, i) => (
+        <span key={a.agent} title={a.error}>
+          {i ? ', ' : ''}
+          {a.agent} {label(a)}
+        </span>
+      ))}{' '}
+      <button
+        type="button"
+        class="link"
+        disabled={act.busy || running}
+        title="Copy this version to these agents, agent to agent: only its data, checksummed before it is used"
+        onClick={async () => {
+          const r = await act.run(() => call(api.POST('/masters/{name}/versions/{version}/distribute', { params: { path } })));
+          if (r) void d.reload();
+        }}
+      >
+        {again ? 'Resume' : 'Distribute'}
+      </button>
+      {act.error ? <span class="bad"> {act.error.message}</span> : null}
+    </span>
   );
 }
 
