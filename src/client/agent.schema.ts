@@ -288,7 +288,7 @@ export interface paths {
         };
         /**
          * The sending side of a transfer: bytes of a version (holes read as zeros)
-         * @description The sending side of a transfer: bytes of a version (holes read as zeros).
+         * @description The sending side of a transfer: bytes of a version (holes read as zeros). With the token, or a transfer ticket for this version.
          */
         get: operations["getMasterVersionContent"];
         put?: never;
@@ -308,7 +308,7 @@ export interface paths {
         };
         /**
          * The sending side of a transfer: a version's data ranges (holes left out) and checksum
-         * @description The sending side of a transfer: a version's data ranges (holes left out) and checksum.
+         * @description The sending side of a transfer: a version's data ranges (holes left out) and checksum. With the token, or a transfer ticket for this version.
          */
         get: operations["getMasterVersionExtents"];
         put?: never;
@@ -756,8 +756,10 @@ export interface components {
             iqn: string;
         };
         StartTransferDto: {
-            /** @description The sending agent's bearer token: used for this transfer only, never stored or logged (empty: the sender has none). */
-            source_token: string;
+            /** @description A read ticket for this version on the sender, signed by the control plane with the sender's
+             *     token: it reads that version only, until it expires; the sender's token itself never leaves
+             *     the control plane. Empty: the sender has no token. Never stored or logged. */
+            source_ticket: string;
             /** @description The sending agent's API, `http(s)://host[:port]`. */
             source_url: string;
             /** @description The version to copy (it gets the same number here). */
@@ -1595,6 +1597,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The bytes asked for, exactly `length` of them. */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { signTransferTicket } from '../../src/shared/transfer-ticket';
 import { makeFile, spawnAgent, SpawnedAgent, Tgtd, useLoopMount } from '../helpers/agent';
 import { startApp, tempDir, TestApp } from '../helpers/app';
 import { until } from '../helpers/poll';
@@ -22,7 +23,8 @@ const sha256 = (file: string) => execFileSync('openssl', ['dgst', '-sha256', '-r
 
 /**
  * Distribution (issue 26 item 4): a version taken on one agent reaches the other agents holding
- * its master, agent to agent over their own API with the sender's token, only its data ranges,
+ * its master, agent to agent over their own API with a read ticket signed with the sender's token,
+ * only its data ranges,
  * checkpointed, checksummed before it becomes a version; a receiver killed mid-way resumes where
  * it stopped, and never shows a half-written version. Real parts: two stgt agents (two tgtd) on a
  * btrfs loop mount, and the control plane.
@@ -152,18 +154,35 @@ describe('master version distribution between agents', () => {
       expect((await t.req('POST', `/masters/${MASTER}/rollout`, { version: 2, canary_workers: ['lab-01'] })).status).toBe(200);
       const audit = (await t.req('GET', '/operations?op=master.version.distribute')).body.entries;
       expect(audit.map((e: { transfers: string[] }) => e.transfers)).toEqual([['b<-a'], ['b<-a']]);
-      // The sender's token went to the receiver in a request body: it is in no log and no record.
+      // The sender's token never left the control plane (the receiver got a ticket): in no log, no record.
       expect(JSON.stringify(audit)).not.toContain(TOKEN_A);
       expect(b.output() + a.output()).not.toContain(TOKEN_A);
     }, 120_000);
 
-    it('the receiver checks what it is given: a sender that refuses its token, a malformed source, a version it holds other bytes under', async () => {
-      const wrong = await agentB(`/masters/${MASTER}/transfers`, { method: 'POST', body: JSON.stringify({ version: 2, source_url: `http://127.0.0.1:${PORT_A}`, source_token: 'not-the-token' }) });
-      expect([wrong.status, ((await wrong.json()) as { message: string }).message]).toEqual([502, expect.stringMatching(/^source_url: the sending agent could not give version 2 of _tpl_win11\.img: http:\/\/127\.0\.0\.1:\d+ answered 401: /)]);
-      const withPath = await agentB(`/masters/${MASTER}/transfers`, { method: 'POST', body: JSON.stringify({ version: 2, source_url: `http://127.0.0.1:${PORT_A}/x`, source_token: TOKEN_A }) });
+    it('the sender opens one version to a ticket, nothing else; the receiver checks what it is given', async () => {
+      const ticket = (v: number, expires = Math.floor(Date.now() / 1000) + 60) => signTransferTicket(TOKEN_A, MASTER, v, expires);
+      const onA = (p: string, t: string) => fetch(`http://127.0.0.1:${PORT_A}${p}`, { headers: { 'x-kurrent-transfer-ticket': t } });
+      expect((await onA(`/masters/${MASTER}/versions/2/extents`, ticket(2))).status).toBe(200);
+      expect((await onA(`/masters/${MASTER}/versions/2/content?offset=0&length=4096`, ticket(2))).status).toBe(200);
+      // Not another version, not another route, not once expired, not signed with another token.
+      for (const [p, t] of [
+        [`/masters/${MASTER}/versions/1/extents`, ticket(2)],
+        ['/luns', ticket(2)],
+        ['/masters/transfers', ticket(2)],
+        [`/masters/${MASTER}/versions/2/extents`, ticket(2, Math.floor(Date.now() / 1000) - 1)],
+        [`/masters/${MASTER}/versions/2/extents`, signTransferTicket(TOKEN_B, MASTER, 2, Math.floor(Date.now() / 1000) + 60)],
+      ]) {
+        expect([p, (await onA(p, t)).status]).toEqual([p, 401]);
+      }
+      const post = (body: Record<string, unknown>) => agentB(`/masters/${MASTER}/transfers`, { method: 'POST', body: JSON.stringify(body) });
+      const wrong = await post({ version: 2, source_url: `http://127.0.0.1:${PORT_A}`, source_ticket: 'not-a-ticket' });
+      expect([wrong.status, ((await wrong.json()) as { message: string }).message]).toEqual([502, expect.stringMatching(/^source_url: the sending agent could not give version 2 of _tpl_win11\.img: http:\/\/127\.0\.0\.1:\d+ answered 401: invalid or expired transfer ticket/)]);
+      const withPath = await post({ version: 2, source_url: `http://127.0.0.1:${PORT_A}/x`, source_ticket: ticket(2) });
       expect([withPath.status, ((await withPath.json()) as { message: string }).message]).toEqual([400, expect.stringMatching(/^source_url: must be http\(s\):\/\/host\[:port\] without credentials, path or query/)]);
+      const tokenField = await post({ version: 2, source_url: `http://127.0.0.1:${PORT_A}`, source_token: TOKEN_A });
+      expect([tokenField.status, ((await tokenField.json()) as { message: string }).message]).toEqual([400, 'source_token: unknown field source_token; source_ticket: is required']);
       // Asked again for a version it holds with the same bytes: done at once, nothing moved.
-      const again = await agentB(`/masters/${MASTER}/transfers`, { method: 'POST', body: JSON.stringify({ version: 2, source_url: `http://127.0.0.1:${PORT_A}`, source_token: TOKEN_A }) });
+      const again = await post({ version: 2, source_url: `http://127.0.0.1:${PORT_A}`, source_ticket: ticket(2) });
       expect([again.status, await again.json()]).toEqual([202, expect.objectContaining({ state: 'done', moved_bytes: 0 })]);
 
       // Version 3 dropped separately on b (other bytes) cannot be overwritten by a's version 3.
@@ -176,7 +195,7 @@ describe('master version distribution between agents', () => {
         return r.status === 200 && r.body.agents.every((x: { state: string }) => x.state !== 'missing') ? (r.body as Dist) : null;
       });
       expect(v3!.agents.map((x) => x.state).sort()).toEqual(['conflict', 'present']);
-      const clash = await agentB(`/masters/${MASTER}/transfers`, { method: 'POST', body: JSON.stringify({ version: 3, source_url: `http://127.0.0.1:${PORT_A}`, source_token: TOKEN_A }) });
+      const clash = await post({ version: 3, source_url: `http://127.0.0.1:${PORT_A}`, source_ticket: ticket(3) });
       expect([clash.status, ((await clash.json()) as { message: string }).message]).toEqual([409, expect.stringMatching(/^version: _tpl_win11\.img has another version 3 here \(sha256 [0-9a-f]{12}, the sender's [0-9a-f]{12}\); nothing was copied$/)]);
     }, 60_000);
   });

@@ -13,7 +13,7 @@ describe('revisions of the boot answer inputs', () => {
   it('a capability probe bumps the revision only when the capabilities differ', async () => {
     let caps: Record<string, unknown> = { backend: 'stgt', nvme_port: null };
     const gateway = { call: async (_a: unknown, _m: string, p: string) => (p === '/capabilities' ? { ...caps } : { status: 'ok' }) } as unknown as AgentGateway;
-    const agents = new StorageNodesService({} as never, gateway, { agentProbeTimeoutMs: 100 } as never, {} as never, {} as never);
+    const agents = new StorageNodesService({} as never, gateway, { agentProbeTimeoutMs: 100 } as never, {} as never, {} as never, {} as never);
     const a = { id: 'a1', base_url: 'http://127.0.0.1:9', token: '' };
     await agents.capabilities(a);
     const r1 = agents.capsRevision;

@@ -87,7 +87,7 @@ describe('MasterTransferService', () => {
     transfers = new MasterTransferService({ transferMaxBytesPerSec: 0 } as AgentConfig, new ImageFs(diskDir), store, peer, new AgentClock());
     return peer;
   };
-  const ask = () => transfers.start(NAME, { version: 4, source_url: 'http://sender:4840', source_token: 't' });
+  const ask = () => transfers.start(NAME, { version: 4, source_url: 'http://sender:4840', source_ticket: 't' });
 
   it('bytes that do not match the sender checksum never become a version, and nothing of them is left', async () => {
     const peer = withPeer(new FakePeer(src, ext));

@@ -5,6 +5,8 @@ import { AppConfig } from '../config/app-config';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import type { AgentUsageDto } from '../../shared/agent-contract/capabilities.dto';
 import type { MasterTransferDto } from '../../shared/agent-contract/transfers.dto';
+import { signTransferTicket, TRANSFER_TICKET_SECONDS } from '../../shared/transfer-ticket';
+import { Clock } from '../common/clock';
 import type { CreatedLunDto, CreateCdDto, CreateLunDiskDto, DeletedMasterVersionDto, MasterDto, MasterVersionDto, ResetLunDto, ResetLunResultDto, ScanResultDto, LunTargetDto } from '../../shared/agent-contract/luns.dto';
 import { AgentGateway, AgentHttpError } from './agent-gateway';
 import { AgentRecord, StorageNodeRegistry, BASE_URL_RULE, normalizeBaseUrl } from './storage-node-registry';
@@ -35,6 +37,7 @@ export class StorageNodesService implements OnApplicationBootstrap {
     private readonly config: AppConfig,
     private readonly store: LedgerRepository,
     private readonly audit: AuditService,
+    private readonly clock: Clock,
   ) {}
 
   /** Warm the capabilities cache in the background, so /boot-vars knows each backend early. */
@@ -267,11 +270,13 @@ export class StorageNodesService implements OnApplicationBootstrap {
   }
 
   /**
-   * POST /masters/{name}/transfers on `to`: it pulls the version from `from` with `from`'s token,
-   * which travels in this request's body only (never logged, never stored by either side).
+   * POST /masters/{name}/transfers on `to`: it pulls the version from `from` with a read ticket
+   * for that version signed with `from`'s token (the token itself never leaves the control plane).
    */
   startMasterTransfer(to: AgentRecord, from: AgentRecord, name: string, version: number): Promise<MasterTransferDto> {
-    const body = { version, source_url: from.base_url, source_token: this.gateway.expandToken(from.token) };
+    const token = this.gateway.expandToken(from.token);
+    const expires = Math.floor(this.clock.now().getTime() / 1000) + TRANSFER_TICKET_SECONDS;
+    const body = { version, source_url: from.base_url, source_ticket: token ? signTransferTicket(token, name, version, expires) : '' };
     return this.gateway.call<MasterTransferDto>(to, 'POST', `/masters/${encodeURIComponent(name)}/transfers`, { body });
   }
 

@@ -41,11 +41,15 @@ export class StartTransferDto {
   @ApiProperty({ maxLength: 300, pattern: '^https?://[\\x21-\\x7e]+$' })
   source_url!: string;
 
-  /** The sending agent's bearer token: used for this transfer only, never stored or logged (empty: the sender has none). */
+  /**
+   * A read ticket for this version on the sender, signed by the control plane with the sender's
+   * token: it reads that version only, until it expires; the sender's token itself never leaves
+   * the control plane. Empty: the sender has no token. Never stored or logged.
+   */
   @IsString()
-  @MaxLength(4096)
+  @MaxLength(200)
   @MinLength(0)
-  source_token!: string;
+  source_ticket!: string;
 }
 
 /** A transfer of a version into this agent: running, done, failed, or interrupted (by a restart; the same POST resumes it). */

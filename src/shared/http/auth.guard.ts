@@ -2,6 +2,7 @@ import { CanActivate, ExecutionContext, Inject, Injectable, Optional, SetMetadat
 import { Reflector } from '@nestjs/core';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from './api-error';
+import { checkTransferTicket, TRANSFER_TICKET_HEADER } from '../transfer-ticket';
 
 export const PUBLIC_ROUTE = 'kurrent:public';
 /** Injection token of the expected bearer token ('' disables auth): IPXE_CP_TOKEN or IPXE_AGENT_TOKEN. */
@@ -13,6 +14,13 @@ export const BEARER_TOKEN = 'kurrent:bearer-token';
 export const PUBLIC_HANDLERS = 'kurrent:public-handlers';
 /** Marks a route as reachable without the Bearer token (healthz, boot-vars, devices/report). */
 export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
+export const TRANSFER_READABLE = 'kurrent:transfer-readable';
+/**
+ * Agent routes that read one master version (`:name`, `:version`): reachable with a transfer
+ * ticket for that version (signed with this agent's token by the control plane) instead of the
+ * token itself, so a receiving agent never holds the sender's token.
+ */
+export const TransferReadable = () => SetMetadata(TRANSFER_READABLE, true);
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -23,7 +31,7 @@ export class AuthGuard implements CanActivate {
 
   constructor(
     private readonly reflector: Reflector,
-    @Inject(BEARER_TOKEN) token: string,
+    @Inject(BEARER_TOKEN) private readonly token: string,
     @Optional() @Inject(PUBLIC_HANDLERS) private readonly publicHandlers: readonly unknown[] = [],
   ) {
     this.expected = token ? digest(token) : null;
@@ -33,11 +41,17 @@ export class AuthGuard implements CanActivate {
     if (!this.expected) return true;
     if (this.reflector.get<boolean>(PUBLIC_ROUTE, ctx.getHandler())) return true;
     if (this.publicHandlers.includes(ctx.getHandler())) return true;
-    const header = ctx.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>().headers
-      .authorization;
+    const req = ctx.switchToHttp().getRequest<{ headers: Record<string, string | undefined>; params?: Record<string, string> }>();
+    const header = req.headers.authorization;
     const m = typeof header === 'string' ? /^Bearer\s+(.+)$/i.exec(header.trim()) : null;
     // Hashing both sides gives equal-length buffers, so timingSafeEqual never throws or leaks length.
     if (m && timingSafeEqual(digest(m[1]), this.expected)) return true;
+    const ticket = req.headers[TRANSFER_TICKET_HEADER];
+    if (typeof ticket === 'string' && this.reflector.get<boolean>(TRANSFER_READABLE, ctx.getHandler())) {
+      const version = Number(req.params?.version);
+      if (Number.isInteger(version) && checkTransferTicket(this.token, ticket, req.params?.name ?? '', version, Math.floor(Date.now() / 1000))) return true;
+      throw new ApiError(401, 'invalid or expired transfer ticket (it reads one version, until it expires)');
+    }
     throw new ApiError(401, 'missing or invalid bearer token');
   }
 }

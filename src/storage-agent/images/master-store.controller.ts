@@ -4,6 +4,7 @@ import { ApiOkResponse, ApiProduces, ApiTags } from '@nestjs/swagger';
 import { ContentRangeQueryDto, MasterExtentsDto, MasterTransferDto, StartTransferDto } from '../../shared/agent-contract/transfers.dto';
 import { MasterTransferService } from './master-transfer.service';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
+import { TransferReadable } from '../../shared/http/auth.guard';
 import { DeletedMasterVersionDto, MasterDto, MasterNoteDto, MasterVersionDto, PromoteVersionDto } from '../../shared/agent-contract/luns.dto';
 import { MasterStoreService } from './master-store.service';
 
@@ -78,17 +79,19 @@ export class MasterStoreController {
     return this.transfers.start(name, body);
   }
 
-  /** The sending side of a transfer: a version's data ranges (holes left out) and checksum. */
+  /** The sending side of a transfer: a version's data ranges (holes left out) and checksum. With the token, or a transfer ticket for this version. */
   @ApiErrors([400, 'name or version malformed'], [404, 'no such version'])
+  @TransferReadable()
   @Get(':name/versions/:version/extents')
   extents(@Param('name') name: string, @Param('version') version: string): Promise<MasterExtentsDto> {
     return this.masters.extentsOf(name, version);
   }
 
-  /** The sending side of a transfer: bytes of a version (holes read as zeros). */
+  /** The sending side of a transfer: bytes of a version (holes read as zeros). With the token, or a transfer ticket for this version. */
   @ApiErrors([400, 'name, version, offset or length malformed, or past the end'], [404, 'no such version'])
   @ApiProduces('application/octet-stream')
   @ApiOkResponse({ description: 'The bytes asked for, exactly `length` of them.', schema: { type: 'string', format: 'binary' } })
+  @TransferReadable()
   @Get(':name/versions/:version/content')
   async content(@Param('name') name: string, @Param('version') version: string, @Query() q: ContentRangeQueryDto): Promise<StreamableFile> {
     return new StreamableFile(await this.masters.contentOf(name, version, q.offset, q.length), { type: 'application/octet-stream', length: q.length });

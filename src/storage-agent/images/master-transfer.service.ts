@@ -12,7 +12,7 @@ import { PeerAgent, PeerAgentClient, PeerError } from './peer-agent-client';
 /** Bytes per request to the sender and per checkpoint of the progress. */
 const CHUNK = 16 << 20;
 
-/** What `.<n>.transfer.json` keeps: enough to resume against the same bytes (never the sender's token). */
+/** What `.<n>.transfer.json` keeps: enough to resume against the same bytes (never the ticket). */
 interface TransferState {
   version: number;
   size: number;
@@ -28,8 +28,8 @@ interface TransferState {
 }
 
 /**
- * Versions pulled from another agent: the control plane names the sender and passes its token
- * for this transfer only. Only the data ranges move (a 40 GiB image with 6 GiB of data moves
+ * Versions pulled from another agent: the control plane names the sender and passes a read
+ * ticket for that one version (signed with the sender's token, which stays with the control plane). Only the data ranges move (a 40 GiB image with 6 GiB of data moves
  * 6 GiB), in 16 MiB requests, each written (zero blocks left as holes), synced and checkpointed,
  * so a transfer cut by a restart resumes after its last checkpoint when the control plane asks
  * again. The file becomes a version only after its SHA-256 matches the sender's; until then it
@@ -100,15 +100,15 @@ export class MasterTransferService implements OnModuleInit, OnApplicationShutdow
     // Two calls at once start one transfer: the second waits for the first's answer.
     let p = this.starting.get(k);
     if (!p) {
-      p = this.begin(name, version, source, dto.source_token).finally(() => this.starting.delete(k));
+      p = this.begin(name, version, source, dto.source_ticket).finally(() => this.starting.delete(k));
       this.starting.set(k, p);
     }
     return p;
   }
 
-  private async begin(name: string, version: number, source: string, token: string): Promise<MasterTransferDto> {
+  private async begin(name: string, version: number, source: string, ticket: string): Promise<MasterTransferDto> {
     const k = key(name, version);
-    const peer: PeerAgent = { url: source, token };
+    const peer: PeerAgent = { url: source, ticket };
     let ext: MasterExtentsDto;
     try {
       ext = await this.peers.extents(peer, name, version, this.stop.signal);

@@ -1,10 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import type { MasterExtentsDto } from '../../shared/agent-contract/transfers.dto';
+import { TRANSFER_TICKET_HEADER } from '../../shared/transfer-ticket';
 
-/** Another agent, as the control plane named it for one transfer. The token is held in memory only. */
+/** Another agent, as the control plane named it for one transfer, with a read ticket for that version (held in memory only). */
 export interface PeerAgent {
   url: string;
-  token: string;
+  ticket: string;
 }
 
 /** The peer answered with an error, or could not be reached: the message says which and why. */
@@ -36,7 +37,7 @@ export class PeerAgentClient {
     let res: Response;
     try {
       res = await fetch(peer.url + path, {
-        headers: peer.token ? { authorization: `Bearer ${peer.token}` } : {},
+        headers: peer.ticket ? { [TRANSFER_TICKET_HEADER]: peer.ticket } : {},
         signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
       });
     } catch (e) {
