@@ -61,7 +61,13 @@ async function main() {
       const p = spawn(process.execPath, [path.join(__dirname, '../src/storage-agent/main.js')], { env: a.env, stdio: ['ignore', 'ignore', 'inherit'] });
       procs.push(p);
     }
-    const get = async <T>(a: (typeof agents)[number], p: string): Promise<T> => (await (await fetch(a.url + p, { headers: { authorization: `Bearer ${a.token}` } })).json()) as T;
+    const get = async <T>(a: (typeof agents)[number], p: string): Promise<T> => {
+      try {
+        return (await (await fetch(a.url + p, { headers: { authorization: `Bearer ${a.token}` } })).json()) as T;
+      } catch (e) {
+        throw new Error(`GET ${a.id} ${p}: ${(e as Error).message} (${String((e as { cause?: unknown }).cause)})`);
+      }
+    };
     const latest = async (a: (typeof agents)[number]) => {
       try {
         return (await get<{ name: string; latest: number | null }[]>(a, '/masters')).find((m) => m.name === NAME)?.latest ?? null;

@@ -83,8 +83,17 @@ describe('MasterTransferService', () => {
 
   const settle = async () => (await until(async () => transfers.list().find((t) => t.state !== 'running'), 20_000))!;
   const leftovers = () => fs.readdirSync(path.join(diskDir, '.masters', NAME)).filter((f) => f.startsWith('.'));
+  /** Waits (the retry backoff) pass at once, and are counted. */
+  class InstantClock extends AgentClock {
+    waits: number[] = [];
+    override async sleep(ms: number): Promise<void> {
+      this.waits.push(ms);
+    }
+  }
+  let clock: InstantClock;
   const withPeer = (peer: FakePeer) => {
-    transfers = new MasterTransferService({ transferMaxBytesPerSec: 0 } as AgentConfig, new ImageFs(diskDir), store, peer, new AgentClock());
+    clock = new InstantClock();
+    transfers = new MasterTransferService({ transferMaxBytesPerSec: 0 } as AgentConfig, new ImageFs(diskDir), store, peer, clock);
     return peer;
   };
   const ask = () => transfers.start(NAME, { version: 4, source_url: 'http://sender:4840', source_ticket: 't' });
@@ -104,6 +113,8 @@ describe('MasterTransferService', () => {
     cut.failAfterCalls = 1;
     await ask();
     expect(await settle()).toMatchObject({ state: 'failed', bytes_done: 16 * MiB, error: 'http://sender:4840 unreachable: ECONNRESET' });
+    // Tried five times, with a growing pause, before it gave up.
+    expect(clock.waits).toEqual([500, 1000, 2000, 4000]);
     expect(leftovers().sort()).toEqual(['.4.img.transfer', '.4.transfer.json']);
     // A drop meanwhile does not take the number being transferred: it becomes 5.
     fs.writeFileSync(path.join(diskDir, NAME), 'dropped meanwhile');
@@ -122,6 +133,28 @@ describe('MasterTransferService', () => {
       [5, 'drop', '', expect.any(Number)],
     ]);
     expect(leftovers()).toEqual([]);
+  });
+
+  it('a blip of the sender (one dropped connection) is tried again and does not fail the transfer; a refusal fails at once', async () => {
+    const blip = withPeer(new FakePeer(src, ext));
+    let failures = 1;
+    const real = blip.content.bind(blip);
+    blip.content = async (...args: Parameters<FakePeer['content']>) => {
+      if (args[3] === 16 * MiB && failures-- > 0) throw new PeerError('http://sender:4840 unreachable: UND_ERR_SOCKET', null);
+      return real(...args);
+    };
+    await ask();
+    expect(await settle()).toMatchObject({ state: 'done', error: null });
+    expect(clock.waits).toEqual([500]);
+
+    const refused = withPeer(new FakePeer(src, ext));
+    refused.content = async () => {
+      throw new PeerError('http://sender:4840 answered 401: invalid or expired transfer ticket', 401);
+    };
+    await store.deleteVersion(NAME, 4);
+    await ask();
+    expect(await settle()).toMatchObject({ state: 'failed', error: 'http://sender:4840 answered 401: invalid or expired transfer ticket' });
+    expect(clock.waits).toEqual([]);
   });
 
   it('two asks at once start one transfer; asked again once it is here, it is done without moving a byte', async () => {

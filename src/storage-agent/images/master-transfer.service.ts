@@ -151,7 +151,7 @@ export class MasterTransferService implements OnModuleInit, OnApplicationShutdow
         for (let at = Math.max(e.offset, state.done_below); at < e.offset + e.length; ) {
           if (this.stop.signal.aborted) throw new PeerError('stopped', null);
           const len = Math.min(CHUNK, e.offset + e.length - at);
-          const buf = await this.peers.content(peer, t.name, t.version, at, len, this.stop.signal);
+          const buf = await this.fetchChunk(peer, t, at, len);
           await this.images.writeDataAt(paths.data, at, buf);
           at += len;
           t.bytes_done += len;
@@ -187,6 +187,24 @@ export class MasterTransferService implements OnModuleInit, OnApplicationShutdow
       t.state = 'failed';
       t.error = (e as Error).message;
       this.log.error(`${t.name}: transfer of version ${t.version} from ${t.source} failed after ${humanSize(t.bytes_done)}: ${t.error}`);
+    }
+  }
+
+  /**
+   * One range from the sender, tried again after 0.5, 1, 2 and 4 s when the network or the sender
+   * failed (a dropped keep-alive connection, a restart): a blip does not fail a 40 GiB transfer.
+   * A refusal (4xx: the ticket expired, the version was deleted) fails at once.
+   */
+  private async fetchChunk(peer: PeerAgent, t: MasterTransferDto, at: number, len: number): Promise<Buffer> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.peers.content(peer, t.name, t.version, at, len, this.stop.signal);
+      } catch (e) {
+        const status = (e as PeerError).status ?? null;
+        if (attempt >= 4 || this.stop.signal.aborted || (status !== null && status < 500)) throw e;
+        this.log.warn(`${t.name}: version ${t.version} at ${humanSize(at)}: ${(e as Error).message}; trying again`);
+        await this.clock.sleep(500 * 2 ** attempt, this.stop.signal).catch(() => undefined);
+      }
     }
   }
 
