@@ -231,11 +231,12 @@ export class FileSystem {
 
 
   /** Reads the file line by line (for the audit log, which can grow large). */
-  async *readLines(file: string): AsyncGenerator<string> {
+  /** Lines from byte `start` on (a start inside a line yields the rest of that line first). */
+  async *readLines(file: string, start = 0): AsyncGenerator<string> {
     let stream: fs.ReadStream;
     try {
       await fsp.access(file);
-      stream = fs.createReadStream(file, { encoding: 'utf8' });
+      stream = fs.createReadStream(file, { encoding: 'utf8', start });
     } catch {
       return;
     }
@@ -249,6 +250,24 @@ export class FileSystem {
       }
     }
     if (rest) yield rest;
+  }
+
+  /** Up to `length` bytes from `offset` (fewer at the end of the file; empty when it does not exist). */
+  async readRange(file: string, offset: number, length: number): Promise<Buffer> {
+    let fh: fsp.FileHandle;
+    try {
+      fh = await fsp.open(file, 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
+      throw e;
+    }
+    try {
+      const buf = Buffer.alloc(length);
+      const { bytesRead } = await fh.read(buf, 0, length, offset);
+      return buf.subarray(0, bytesRead);
+    } finally {
+      await fh.close();
+    }
   }
 
   /** The last `bytes` of a file (to find the last audit id without reading everything). */

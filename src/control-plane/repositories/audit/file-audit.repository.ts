@@ -197,30 +197,107 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
     }
   }
 
+  /**
+   * GET /operations without reading the audit from its start: ids grow with the position in the
+   * file, so `since` is found by bisecting byte offsets (a few 64 KiB reads whatever the length),
+   * and `tail` reads backwards from the end until it has its N matches.
+   */
   async list(opts: AuditQuery & { since: number; limit: number }): Promise<AuditPage> {
     await this.drain();
     const match = entryFilter(opts);
-    // tail: a ring of the last N matches, so a live view's first page is one pass over the file.
-    const cap = opts.tail ?? opts.limit;
-    let entries: AuditEntry[] = [];
-    for await (const line of this.fs.readLines(this.file)) {
-      if (!line.trim()) continue;
-      let e: AuditEntry;
-      try {
-        e = JSON.parse(line) as AuditEntry;
-      } catch {
-        continue;
-      }
-      if (!(e.id > opts.since) || !match(e)) continue;
-      entries.push(e);
-      if (entries.length >= cap) {
-        if (!opts.tail) break;
-        if (entries.length >= cap * 2) entries = entries.slice(-cap);
-      }
-    }
-    if (opts.tail) entries = entries.slice(-cap);
+    const entries = opts.tail ? await this.lastMatches(opts.tail, opts.since, match) : await this.firstMatches(opts.limit, opts.since, match);
     return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
   }
+
+  private async firstMatches(limit: number, since: number, match: (e: AuditEntry) => boolean): Promise<AuditEntry[]> {
+    const entries: AuditEntry[] = [];
+    const from = since > 0 ? await this.offsetBefore(since) : 0;
+    let first = from > 0;
+    for await (const line of this.fs.readLines(this.file, from)) {
+      // A start inside a line: its rest is not an entry.
+      if (first) {
+        first = false;
+        continue;
+      }
+      const e = parseLine(line);
+      if (!e || !(e.id > since) || !match(e)) continue;
+      entries.push(e);
+      if (entries.length >= limit) break;
+    }
+    return entries;
+  }
+
+  /** A byte offset at or before the line of the first entry with an id above `since` (0: the start). */
+  private async offsetBefore(since: number): Promise<number> {
+    const size = this.fs.statSync(this.file)?.size ?? 0;
+    let lo = 0; // every entry before lo has id <= since
+    let hi = size;
+    while (hi - lo > WINDOW) {
+      const mid = Math.floor((lo + hi) / 2);
+      const id = firstIdAfter(await this.fs.readRange(this.file, mid, WINDOW));
+      // Unknown (no whole line in the window): look further left, never skip an entry.
+      if (id !== null && id <= since) lo = mid;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** The last `n` matches above `since`, oldest first, read backwards from the end of the file. */
+  private async lastMatches(n: number, since: number, match: (e: AuditEntry) => boolean): Promise<AuditEntry[]> {
+    const out: AuditEntry[] = [];
+    let end = this.fs.statSync(this.file)?.size ?? 0;
+    let carry = Buffer.alloc(0); // the start of a line whose beginning lies further left
+    while (end > 0 && out.length < n) {
+      const start = Math.max(0, end - WINDOW);
+      const buf = Buffer.concat([await this.fs.readRange(this.file, start, end - start), carry]);
+      end = start;
+      const cut = start > 0 ? buf.indexOf(10) + 1 : 0;
+      if (start > 0 && cut === 0) {
+        carry = buf; // no line break in this window: one long line, keep reading left
+        continue;
+      }
+      carry = buf.subarray(0, cut);
+      const lines = buf.subarray(cut).toString('utf8').split('\n');
+      let older = false;
+      for (let i = lines.length - 1; i >= 0 && out.length < n; i--) {
+        const e = parseLine(lines[i]);
+        if (!e) continue;
+        if (!(e.id > since)) {
+          older = true;
+          break;
+        }
+        if (match(e)) out.push(e);
+      }
+      if (older) break;
+    }
+    return out.reverse();
+  }
+}
+
+/** Bytes per read when bisecting or reading backwards. */
+const WINDOW = 64 * 1024;
+
+function parseLine(line: string): AuditEntry | null {
+  if (!line.trim()) return null;
+  try {
+    const e = JSON.parse(line) as AuditEntry;
+    return typeof e?.id === 'number' ? e : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The id of the first whole, readable line after the first line break of `buf`; null if none. */
+function firstIdAfter(buf: Buffer): number | null {
+  let at = buf.indexOf(10) + 1;
+  while (at > 0 && at < buf.length) {
+    const nl = buf.indexOf(10, at);
+    if (nl < 0) return null;
+    const e = parseLine(buf.subarray(at, nl).toString('utf8'));
+    if (e) return e.id;
+    at = nl + 1;
+  }
+  return null;
 }
 
 /** The filters of GET /operations, each matched against the entry's own field or its batch list. */
