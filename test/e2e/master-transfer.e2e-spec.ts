@@ -52,8 +52,8 @@ describe('master version distribution between agents', () => {
       IPXE_AGENT_MASTER_SETTLE_SECONDS: '1',
       ...extra,
     });
-    // Version 2's data: three 32 MiB runs in a 4 GiB image (96 MiB to move, not 4 GiB).
-    const runs = [0, GiB + 3 * MiB, 3 * GiB + 512 * MiB].map((offset) => ({ offset, bytes: randomBytes(32 * MiB) }));
+    // Version 2's data: six 32 MiB runs in a 4 GiB image (192 MiB to move, not 4 GiB).
+    const runs = [0, 600 * MiB, GiB + 3 * MiB, 2 * GiB, 3 * GiB + 512 * MiB, 4 * GiB - 32 * MiB].map((offset) => ({ offset, bytes: randomBytes(32 * MiB) }));
     type Dist = { complete: boolean; agents: { agent: string; state: string; source?: string; data_bytes?: number; bytes_done?: number; error?: string }[] };
     const distribution = async (v: number) => (await t.req('GET', `/masters/${MASTER}/versions/${v}/distribution`)).body as Dist;
     const agentB = (p: string, init?: RequestInit) => fetch(`http://127.0.0.1:${PORT_B}${p}`, { ...init, headers: { authorization: `Bearer ${TOKEN_B}`, 'content-type': 'application/json', ...(init?.headers ?? {}) } });
@@ -66,8 +66,8 @@ describe('master version distribution between agents', () => {
       // The same version 1 dropped on both agents (an operator copied one file to each).
       for (const x of ['a', 'b'] as const) makeFile(path.join(diskDir(x), MASTER), 4 * GiB, [{ offset: 0, bytes: Buffer.from('KURRENT-MASTER-V1'.padEnd(512, '.')) }]);
       a = await spawnAgent(env('a'));
-      // The receiver pulls at 8 MB/s here, so that it can be killed mid-way.
-      b = await spawnAgent(env('b', { IPXE_AGENT_TRANSFER_MAX_MBPS: '8' }));
+      // The receiver pulls at 16 MB/s here, so that it can be killed mid-way.
+      b = await spawnAgent(env('b', { IPXE_AGENT_TRANSFER_MAX_MBPS: '16' }));
       t = await startApp({ IPXE_CP_AGENT_PROBE_TIMEOUT_MS: '2000' });
       for (const [id, port, token] of [['a', PORT_A, TOKEN_A], ['b', PORT_B, TOKEN_B]] as const) {
         expect((await t.req('POST', '/agents', { id, base_url: `http://127.0.0.1:${port}`, token, iscsi_server: '127.0.0.1', role: { disk: true } })).status).toBe(201);
@@ -111,10 +111,10 @@ describe('master version distribution between agents', () => {
       expect(started.status).toBe(202);
       expect(started.body.agents).toEqual([
         { agent: 'a', state: 'present' },
-        { agent: 'b', state: 'running', source: 'a', data_bytes: 96 * MiB, bytes_done: 0 },
+        { agent: 'b', state: 'running', source: 'a', data_bytes: 192 * MiB, bytes_done: 0 },
       ]);
-      // Killed (SIGKILL) once a third of the data is written.
-      const mid = await until(async () => (await transfersOfB()).find((x) => x.version === 2 && x.bytes_done >= 32 * MiB), 60_000);
+      // Killed (SIGKILL) after its first checkpoint (64 MiB), before the second.
+      const mid = await until(async () => (await transfersOfB()).find((x) => x.version === 2 && x.bytes_done >= 80 * MiB), 60_000);
       expect(mid).toMatchObject({ state: 'running', source: `http://127.0.0.1:${PORT_A}` });
       await new Promise<void>((resolve) => {
         b.proc.once('exit', () => resolve());
@@ -127,23 +127,23 @@ describe('master version distribution between agents', () => {
       const listed = (await t.req('GET', '/masters')).body.agents.find((x: { agent: string }) => x.agent === 'b').masters[0];
       expect(listed.versions.map((v: { version: number }) => v.version)).toEqual([1]);
       const interrupted = (await distribution(2)).agents.find((x) => x.agent === 'b')!;
-      expect(interrupted).toMatchObject({ state: 'interrupted', data_bytes: 96 * MiB, error: expect.stringContaining('asking for the transfer again resumes it') });
-      expect(interrupted.bytes_done).toBeGreaterThanOrEqual(32 * MiB);
+      expect(interrupted).toMatchObject({ state: 'interrupted', data_bytes: 192 * MiB, error: expect.stringContaining('asking for the transfer again resumes it') });
+      expect(interrupted.bytes_done).toBeGreaterThanOrEqual(64 * MiB);
       expect((await t.req('POST', `/masters/${MASTER}/rollout`, { version: 2, canary_workers: ['lab-01'] })).status).toBe(409);
 
       const resumed = await t.req('POST', `/masters/${MASTER}/versions/2/distribute`);
       expect(resumed.body.agents[1]).toMatchObject({ agent: 'b', state: 'running', bytes_done: interrupted.bytes_done });
       expect(await until(async () => (await distribution(2)).complete, 60_000)).toBe(true);
       const done = (await transfersOfB()).find((x) => x.version === 2)!;
-      expect(done).toMatchObject({ state: 'done', data_bytes: 96 * MiB, bytes_done: 96 * MiB, error: null });
+      expect(done).toMatchObject({ state: 'done', data_bytes: 192 * MiB, bytes_done: 192 * MiB, error: null });
       // Only what was left moved the second time.
-      expect(done.moved_bytes).toBe(96 * MiB - interrupted.bytes_done!);
+      expect(done.moved_bytes).toBe(192 * MiB - interrupted.bytes_done!);
 
       // The same bytes, read-only, sparse where the sender's were, recorded as a transfer.
       expect(sha256(versionFile('b', 2))).toBe(sha256(versionFile('a', 2)));
       const st = fs.statSync(versionFile('b', 2));
       expect([st.size, st.mode & 0o777]).toEqual([4 * GiB, 0o444]);
-      expect(st.blocks * 512).toBeLessThan(128 * MiB);
+      expect(st.blocks * 512).toBeLessThan(256 * MiB);
       const v2 = (await t.req('GET', '/masters')).body.catalog[0].versions[1];
       expect(v2).toMatchObject({ version: 2, agents: ['a', 'b'], origin: 'drop' });
       const onB = (await t.req('GET', '/masters')).body.agents.find((x: { agent: string }) => x.agent === 'b').masters[0].versions[1];

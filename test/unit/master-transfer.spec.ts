@@ -59,15 +59,15 @@ describe('MasterTransferService', () => {
   let ext: MasterExtentsDto;
 
   beforeAll(() => {
-    // Data at 0-20 MiB and from 32 MiB to the end, 5000 bytes past 40 MiB: 16 MiB requests, then
-    // shorter ones, the last not a whole number of blocks.
+    // Data at 0-80 MiB and from 96 MiB to the end, 5000 bytes past 104 MiB: five 16 MiB requests
+    // (a checkpoint after the fourth), then one not a whole number of blocks.
     const fd = fs.openSync(src, 'w');
-    fs.ftruncateSync(fd, 40 * MiB + 5000);
-    fs.writeSync(fd, randomBytes(20 * MiB), 0, 20 * MiB, 0);
-    fs.writeSync(fd, randomBytes(8 * MiB + 5000), 0, 8 * MiB + 5000, 32 * MiB);
+    fs.ftruncateSync(fd, 104 * MiB + 5000);
+    fs.writeSync(fd, randomBytes(80 * MiB), 0, 80 * MiB, 0);
+    fs.writeSync(fd, randomBytes(8 * MiB + 5000), 0, 8 * MiB + 5000, 96 * MiB);
     fs.closeSync(fd);
     const sha = execFileSync('openssl', ['dgst', '-sha256', '-r', src], { encoding: 'utf8' }).slice(0, 64);
-    ext = { name: NAME, version: 4, size: 40 * MiB + 5000, sha256: sha, created: 1_700_000_000, note: 'from the lab', data_bytes: 28 * MiB + 5000, extents: [{ offset: 0, length: 20 * MiB }, { offset: 32 * MiB, length: 8 * MiB + 5000 }] };
+    ext = { name: NAME, version: 4, size: 104 * MiB + 5000, sha256: sha, created: 1_700_000_000, note: 'from the lab', data_bytes: 88 * MiB + 5000, extents: [{ offset: 0, length: 80 * MiB }, { offset: 96 * MiB, length: 8 * MiB + 5000 }] };
   });
 
   afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -100,19 +100,19 @@ describe('MasterTransferService', () => {
 
   it('bytes that do not match the sender checksum never become a version, and nothing of them is left', async () => {
     const peer = withPeer(new FakePeer(src, ext));
-    peer.corruptAt = 33 * MiB + 7;
-    expect(await ask()).toMatchObject({ state: 'running', data_bytes: 28 * MiB + 5000, bytes_done: 0 });
+    peer.corruptAt = 97 * MiB + 7;
+    expect(await ask()).toMatchObject({ state: 'running', data_bytes: 88 * MiB + 5000, bytes_done: 0 });
     const t = await settle();
     expect(t).toMatchObject({ state: 'failed', error: expect.stringMatching(/^checksum mismatch: received [0-9a-f]{12}, the sender's version is [0-9a-f]{12}; the copy was thrown away$/) });
     expect(await store.recordOf(NAME, 4)).toBeNull();
     expect(leftovers()).toEqual([]);
   });
 
-  it('a sender lost mid-way fails the transfer but keeps its checkpoint: asked again, only the rest moves, and the version is the sender bytes', async () => {
+  it('a sender lost mid-way fails the transfer but keeps its last checkpoint: asked again, only what is after it moves, and the version is the sender bytes', async () => {
     const cut = withPeer(new FakePeer(src, ext));
-    cut.failAfterCalls = 1;
+    cut.failAfterCalls = 5;
     await ask();
-    expect(await settle()).toMatchObject({ state: 'failed', bytes_done: 16 * MiB, error: 'http://sender:4840 unreachable: ECONNRESET' });
+    expect(await settle()).toMatchObject({ state: 'failed', bytes_done: 64 * MiB, error: 'http://sender:4840 unreachable: ECONNRESET' });
     // Tried five times, with a growing pause, before it gave up.
     expect(clock.waits).toEqual([500, 1000, 2000, 4000]);
     expect(leftovers().sort()).toEqual(['.4.img.transfer', '.4.transfer.json']);
@@ -121,12 +121,12 @@ describe('MasterTransferService', () => {
     expect((await store.resolveForClone(NAME, undefined)).version).toBe(5);
 
     const good = withPeer(new FakePeer(src, ext));
-    expect(await ask()).toMatchObject({ state: 'running', bytes_done: 16 * MiB });
-    expect(await settle()).toMatchObject({ state: 'done', bytes_done: 28 * MiB + 5000, moved_bytes: 12 * MiB + 5000, error: null });
+    expect(await ask()).toMatchObject({ state: 'running', bytes_done: 64 * MiB });
+    expect(await settle()).toMatchObject({ state: 'done', bytes_done: 88 * MiB + 5000, moved_bytes: 24 * MiB + 5000, error: null });
     expect(good.contentCalls).toBe(2);
     const file = path.join(diskDir, '.masters', NAME, '4.img');
     expect(fs.readFileSync(file).equals(fs.readFileSync(src))).toBe(true);
-    expect(fs.statSync(file).blocks * 512).toBeLessThan(30 * MiB);
+    expect(fs.statSync(file).blocks * 512).toBeLessThan(90 * MiB);
     expect(await store.recordOf(NAME, 4)).toEqual({ sha256: ext.sha256, deleted: false });
     expect(store.list()[0].versions.map((v) => [v.version, v.origin, v.note, v.created])).toEqual([
       [4, 'transfer', 'from the lab', 1_700_000_000],
@@ -162,8 +162,8 @@ describe('MasterTransferService', () => {
     const [a, b] = await Promise.all([ask(), ask()]);
     expect([a.state, b.state, peer.extentCalls]).toEqual(['running', 'running', 1]);
     expect(await settle()).toMatchObject({ state: 'done' });
-    expect(peer.contentCalls).toBe(3);
+    expect(peer.contentCalls).toBe(6);
     expect(await ask()).toMatchObject({ state: 'done', moved_bytes: 0 });
-    expect(peer.contentCalls).toBe(3);
+    expect(peer.contentCalls).toBe(6);
   });
 });

@@ -323,7 +323,7 @@ export class ImageFs {
 
   /**
    * Writes `buf` at `offset`, leaving every all-zero 64 KiB block of it a hole (the file is sparse
-   * where the source was), then fdatasync: what returned is on disk.
+   * where the source was). Not synced: see syncData.
    */
   async writeDataAt(name: string, offset: number, buf: Buffer): Promise<void> {
     const BLOCK = 64 << 10;
@@ -340,6 +340,15 @@ export class ImageFs {
           run = -1;
         }
       }
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /** fdatasync: what was written to the file is on disk. */
+  async syncData(name: string): Promise<void> {
+    const fh = await fsp.open(this.pathOf(name), fs.constants.O_WRONLY);
+    try {
       await fh.datasync();
     } finally {
       await fh.close();

@@ -9,8 +9,10 @@ import { ImageFs } from './image-fs';
 import { MasterStoreService } from './master-store.service';
 import { PeerAgent, PeerAgentClient, PeerError } from './peer-agent-client';
 
-/** Bytes per request to the sender and per checkpoint of the progress. */
+/** Bytes per request to the sender. */
 const CHUNK = 16 << 20;
+/** Bytes written between two checkpoints (data synced, then the progress file). */
+const CHECKPOINT = 64 << 20;
 
 /** What `.<n>.transfer.json` keeps: enough to resume against the same bytes (never the ticket). */
 interface TransferState {
@@ -134,6 +136,8 @@ export class MasterTransferService implements OnModuleInit, OnApplicationShutdow
     const state: TransferState = { version, size: ext.size, sha256: ext.sha256, created: ext.created, note: ext.note, source, done_below: resume, data_bytes: ext.data_bytes, bytes_done: ext.data_bytes - left };
     // The progress file first: it reserves the number here (a drop meanwhile takes the next one).
     await this.images.writeTextAtomic(paths.state, JSON.stringify(state) + '\n');
+    // Not resumed: whatever an earlier attempt left is not the start of this one.
+    if (!resume) await this.images.remove(paths.data);
     await this.images.ensureSparse(paths.data, ext.size);
     const t = this.record(k, { ...this.fresh(name, version, source, ext), bytes_done: ext.data_bytes - left });
     this.log.log(`${name}: pulling version ${version} from ${source} (${humanSize(left)} of data${resume ? `, resumed at ${humanSize(resume)}` : ''})`);
@@ -147,23 +151,33 @@ export class MasterTransferService implements OnModuleInit, OnApplicationShutdow
     const rate = this.config.transferMaxBytesPerSec;
     const t0 = this.clock.nowMs();
     try {
-      for (const e of ext.extents) {
-        for (let at = Math.max(e.offset, state.done_below); at < e.offset + e.length; ) {
-          if (this.stop.signal.aborted) throw new PeerError('stopped', null);
-          const len = Math.min(CHUNK, e.offset + e.length - at);
-          const buf = await this.fetchChunk(peer, t, at, len);
-          await this.images.writeDataAt(paths.data, at, buf);
-          at += len;
-          t.bytes_done += len;
-          t.moved_bytes += len;
-          state.done_below = at;
+      const chunks: [number, number][] = [];
+      for (const e of ext.extents) for (let at = Math.max(e.offset, state.done_below); at < e.offset + e.length; at += CHUNK) chunks.push([at, Math.min(CHUNK, e.offset + e.length - at)]);
+      // One range ahead: the next is on the wire while this one is written.
+      let next: Promise<Buffer> | null = chunks.length ? this.fetchChunk(peer, t, chunks[0][0], chunks[0][1]) : null;
+      let unsynced = 0;
+      for (let i = 0; i < chunks.length; i++) {
+        if (this.stop.signal.aborted) throw new PeerError('stopped', null);
+        const [at, len] = chunks[i];
+        const buf = await next!;
+        next = i + 1 < chunks.length ? this.fetchChunk(peer, t, chunks[i + 1][0], chunks[i + 1][1]) : null;
+        next?.catch(() => undefined); // awaited (and its error thrown) in the next round
+        await this.images.writeDataAt(paths.data, at, buf);
+        t.bytes_done += len;
+        t.moved_bytes += len;
+        unsynced += len;
+        if (unsynced >= CHECKPOINT || i === chunks.length - 1) {
+          // What the progress file says is written is on disk.
+          await this.images.syncData(paths.data);
+          state.done_below = at + len;
           state.bytes_done = t.bytes_done;
           await this.images.writeTextAtomic(paths.state, JSON.stringify(state) + '\n');
-          if (rate > 0) {
-            // Bandwidth cap: never ahead of rate * elapsed (a boot storm shares this network).
-            const ahead = (t.moved_bytes / rate) * 1000 - (this.clock.nowMs() - t0);
-            if (ahead > 0) await this.clock.sleep(ahead, this.stop.signal).catch(() => undefined);
-          }
+          unsynced = 0;
+        }
+        if (rate > 0) {
+          // Bandwidth cap: never ahead of rate * elapsed (a boot storm shares this network).
+          const ahead = (t.moved_bytes / rate) * 1000 - (this.clock.nowMs() - t0);
+          if (ahead > 0) await this.clock.sleep(ahead, this.stop.signal).catch(() => undefined);
         }
       }
       const sha = await this.images.sha256(paths.data, this.stop.signal);
@@ -179,6 +193,8 @@ export class MasterTransferService implements OnModuleInit, OnApplicationShutdow
       this.log.log(`${t.name}: version ${t.version} received from ${t.source}: ${humanSize(t.moved_bytes)} moved in ${((this.clock.nowMs() - t0) / 1000).toFixed(1)} s`);
     } catch (e) {
       t.finished = this.now();
+      // What is kept is what the last checkpoint says (a retry resumes there).
+      t.bytes_done = state.bytes_done;
       if (this.stop.signal.aborted) {
         t.state = 'interrupted';
         t.error = 'interrupted by a shutdown; asking for the transfer again resumes it';
