@@ -15,20 +15,13 @@ import * as path from 'node:path';
 import { loadAgentConfig } from '../src/storage-agent/agent-config';
 import { createAgentApp } from '../src/storage-agent/agent.factory';
 import { ImageFs } from '../src/storage-agent/images/image-fs';
-import { fmt, tmp } from './lib';
+import { fmt, mountBtrfs, tmp } from './lib';
 
 const BASE = 'iqn.2026-07.com.controller';
 
 async function main() {
   const dir = tmp('kurrent-agent-bench-');
-  const img = path.join(dir, 'btrfs.img');
-  const mnt = path.join(dir, 'mnt');
-  fs.mkdirSync(mnt);
-  const fd0 = fs.openSync(img, 'w');
-  fs.ftruncateSync(fd0, 16 * 2 ** 30);
-  fs.closeSync(fd0);
-  execFileSync('mkfs.btrfs', ['-q', '-f', img]);
-  execFileSync('mount', ['-o', 'loop', img, mnt]);
+  const mnt = mountBtrfs(dir, 16 * 2 ** 30);
   let tgtd: ChildProcess | null = null;
   try {
     const disks = path.join(mnt, 'images');

@@ -1,5 +1,5 @@
 import { FileLedgerRepository } from '../src/control-plane/repositories/ledger/file-ledger.repository';
-import { ChildProcess, execFile, spawn } from 'node:child_process';
+import { ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
@@ -97,6 +97,19 @@ export async function seedLedger(dir: string, n: number, pubkeys?: string[]): Pr
 
 export function tmp(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** A btrfs of `bytes` (a sparse image) loop-mounted at `<dir>/mnt` (root); returns the mount point. */
+export function mountBtrfs(dir: string, bytes: number): string {
+  const img = path.join(dir, 'btrfs.img');
+  const mnt = path.join(dir, 'mnt');
+  fs.mkdirSync(mnt);
+  const fd = fs.openSync(img, 'w');
+  fs.ftruncateSync(fd, bytes);
+  fs.closeSync(fd);
+  execFileSync('mkfs.btrfs', ['-q', '-f', img]);
+  execFileSync('mount', ['-o', 'loop', img, mnt]);
+  return mnt;
 }
 
 export function get(url: string, opts: { method?: string; token?: string; body?: string } = {}): Promise<{ status: number; body: string }> {

@@ -14,6 +14,7 @@ function setup(agents: Record<string, MasterDto[] | Error>, disks: { worker: str
       if (m instanceof Error) throw m;
       return m;
     },
+    masterTransfersOf: async (a: { id: string }) => (a.id === 'receiving' ? [{ name: '_tpl_u.img', version: 2, state: 'running' }] : []),
     deleteMasterVersion: async (a: { id: string }, name: string, version: number) => {
       if (a.id === 'refuses') throw new Error('409 the file is this version');
       deleted.push(`${a.id}:${name}:${version}`);
@@ -79,5 +80,15 @@ describe('MastersService (control plane): the catalog of versions over agents', 
     const { svc, deleted } = setup({ a: m, down: new Error('ECONNREFUSED') });
     await expect(svc.deleteVersion('_tpl_u.img', '1', 'test')).rejects.toMatchObject({ status: 502 });
     expect(deleted).toEqual([]);
+  });
+
+  it('a version being copied to an agent is not deleted (its transfer would be cut half-way); other versions are', async () => {
+    const m: MasterDto[] = [{ name: '_tpl_u.img', size: 64, mtime: 1, latest: 2, versions: [v(1, 'a'), v(2, 'b')] }];
+    const { svc, deleted, audits } = setup({ a: m, receiving: [{ name: '_tpl_u.img', size: 64, mtime: 1, latest: 1, versions: [v(1, 'a')] }] });
+    await expect(svc.deleteVersion('_tpl_u.img', '2', 'test')).rejects.toMatchObject({ status: 409, message: 'version 2 of _tpl_u.img is being copied to receiving (GET /masters/_tpl_u.img/versions/2/distribution); nothing was deleted' });
+    expect(deleted).toEqual([]);
+    expect(audits.pop()).toMatchObject({ op: 'master.version.delete', status: 'failed', version: 2, error: 'being copied' });
+    await svc.deleteVersion('_tpl_u.img', '1', 'test');
+    expect(deleted).toEqual(['a:_tpl_u.img:1', 'receiving:_tpl_u.img:1']);
   });
 });

@@ -67,6 +67,11 @@ export class MastersService {
       await this.audit.record('master.version.delete', { status: 'failed', name, version, error: 'in use', client });
       throw conflict(`version ${version} of ${name} is in use by ${users.length} disk(s) (${users.slice(0, 5).join(', ')}${users.length > 5 ? ', ...' : ''}); nothing was deleted`);
     }
+    const copying = await this.copyingTo(name, version);
+    if (copying.length) {
+      await this.audit.record('master.version.delete', { status: 'failed', name, version, error: 'being copied', client });
+      throw conflict(`version ${version} of ${name} is being copied to ${copying.join(', ')} (GET /masters/${encodeURIComponent(name)}/versions/${version}/distribution); nothing was deleted`);
+    }
     const holders = await this.holders(name, version);
     const deleted: string[] = [];
     const failed: string[] = [];
@@ -121,6 +126,18 @@ export class MastersService {
     const holders = found.filter((a): a is NonNullable<typeof a> => a !== null);
     if (!holders.length) throw notFound(`version not found: no enabled disk agent holds version ${version} of ${name}`);
     return holders;
+  }
+
+  /** Agents pulling the version now (a delete would cut their transfer half-way). An agent that cannot be asked pulls nothing. */
+  private async copyingTo(name: string, version: number): Promise<string[]> {
+    const agents = this.registry.all().filter((a) => a.enabled && a.role.disk);
+    const busy = await Promise.all(
+      agents.map(async (a) => {
+        const list = await this.storageNodes.masterTransfersOf(a).catch(() => []);
+        return list.some((t) => t.name === name && t.version === version && t.state === 'running') ? a.id : null;
+      }),
+    );
+    return busy.filter((x): x is string => x !== null).sort();
   }
 
   /** `<worker>/<os>` of every ledger disk holding the version. */
