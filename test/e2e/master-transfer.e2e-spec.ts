@@ -4,14 +4,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { signTransferTicket } from '../../src/shared/transfer-ticket';
 import { makeFile, spawnAgent, SpawnedAgent, Tgtd, useLoopMount } from '../helpers/agent';
-import { startApp, tempDir, TestApp } from '../helpers/app';
+import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { until } from '../helpers/poll';
 
-const off = process.pid % 500;
-const CONTROL_A = 6700 + off;
-const CONTROL_B = 7300 + off;
-const PORT_A = 29200 + off;
-const PORT_B = 29800 + off;
+// tgtd management numbers in a range no other suite uses (tgtd takes small ones only); the TCP
+// ports (portals, agents) are free ports picked at the start.
+const CONTROL_A = 10100 + (process.pid % 500);
+const CONTROL_B = 10600 + (process.pid % 500);
+let PORT_A = 0;
+let PORT_B = 0;
 const MASTER = '_tpl_win11.img';
 const TOKEN_A = 'agent-a-token-7c1e9b';
 const TOKEN_B = 'agent-b-token-52d0aa';
@@ -32,8 +33,9 @@ const sha256 = (file: string) => execFileSync('openssl', ['dgst', '-sha256', '-r
 describe('master version distribution between agents', () => {
   const mnt = useLoopMount('kurrent-transfer-btrfs-', GiB, ['mkfs.btrfs', '-q', '-f']);
   describe('two stgt agents on a btrfs loop mount, and the control plane', () => {
-    const tgtdA = new Tgtd(CONTROL_A, CONTROL_A + 10000);
-    const tgtdB = new Tgtd(CONTROL_B, CONTROL_B + 10000);
+    let tgtdA: Tgtd;
+    let tgtdB: Tgtd;
+    const portals: Record<'a' | 'b', number> = { a: 0, b: 0 };
     const dir = tempDir('kurrent-master-transfer-');
     const diskDir = (agent: 'a' | 'b') => path.join(mnt, agent);
     const versionFile = (agent: 'a' | 'b', n: number) => path.join(diskDir(agent), '.masters', MASTER, `${n}.img`);
@@ -44,7 +46,7 @@ describe('master version distribution between agents', () => {
       IPXE_AGENT_PORT: String(agent === 'a' ? PORT_A : PORT_B),
       IPXE_AGENT_BACKEND: 'stgt',
       IPXE_AGENT_TGT_CONTROL_PORT: String(agent === 'a' ? CONTROL_A : CONTROL_B),
-      IPXE_AGENT_ISCSI_PORT: String((agent === 'a' ? CONTROL_A : CONTROL_B) + 10000),
+      IPXE_AGENT_ISCSI_PORT: String(portals[agent]),
       IPXE_AGENT_TOKEN: agent === 'a' ? TOKEN_A : TOKEN_B,
       DISK_DIR: diskDir(agent),
       IPXE_AGENT_STATE_DIR: path.join(dir, `state-${agent}`),
@@ -61,6 +63,9 @@ describe('master version distribution between agents', () => {
     const transfersOfB = async () => (await (await agentB('/masters/transfers')).json()) as Transfer[];
 
     beforeAll(async () => {
+      [PORT_A, PORT_B, portals.a, portals.b] = [await freePort(), await freePort(), await freePort(), await freePort()];
+      tgtdA = new Tgtd(CONTROL_A, portals.a);
+      tgtdB = new Tgtd(CONTROL_B, portals.b);
       await tgtdA.start();
       await tgtdB.start();
       // The same version 1 dropped on both agents (an operator copied one file to each).
@@ -78,8 +83,8 @@ describe('master version distribution between agents', () => {
       await t?.close();
       await a?.stop();
       await b?.stop();
-      await tgtdA.stop();
-      await tgtdB.stop();
+      await tgtdA?.stop();
+      await tgtdB?.stop();
     });
 
     it('a version on one agent only: the distribution says where it is missing, and a rollout is refused there', async () => {

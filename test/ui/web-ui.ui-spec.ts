@@ -442,7 +442,7 @@ describe('web UI (Chromium)', () => {
 
   it('Masters: a version missing on an agent that holds the master is distributed from the page, agent to agent', async () => {
     // A second agent with the same version 1 (the same bytes dropped on it) lacks version 3.
-    const control2 = 9600 + (process.pid % 500);
+    const control2 = 11100 + (process.pid % 500);
     const tgtd2 = new Tgtd(control2, await freePort());
     await tgtd2.start();
     const images2 = path.join(dir, 'images-2');
