@@ -14,7 +14,7 @@ function setup(agents: Record<string, MasterDto[] | Error>, disks: { worker: str
       if (m instanceof Error) throw m;
       return m;
     },
-    masterTransfersOf: async (a: { id: string }) => (a.id === 'receiving' ? [{ name: '_tpl_u.img', version: 2, state: 'running' }] : []),
+    masterTransferOf: async (a: { id: string }, name: string, version: number) => (a.id === 'receiving' && name === '_tpl_u.img' && version === 2 ? { name, version, state: 'running' } : null),
     deleteMasterVersion: async (a: { id: string }, name: string, version: number) => {
       if (a.id === 'refuses') throw new Error('409 the file is this version');
       deleted.push(`${a.id}:${name}:${version}`);

@@ -11,8 +11,8 @@ import { MastersService } from './masters.service';
 
 /**
  * A version reaches every agent that holds its master: each agent without it pulls it from one
- * that has it (agent to agent, the sender's token passed for that transfer only). The agents do
- * the copying, resumable and checksummed; this service asks and reports.
+ * that has it (agent to agent, with a read ticket for that version signed with the sender's
+ * token). The agents do the copying, resumable and checksummed; this service asks and reports.
  */
 @Injectable()
 export class DistributionService {
@@ -30,7 +30,7 @@ export class DistributionService {
     const agents = await Promise.all(
       plan.rows.map(async (row): Promise<VersionDistributionAgentDto> => {
         if (row.state !== 'missing') return row;
-        const t = await this.transferOn(row.agent, name, version);
+        const t = await this.storageNodes.masterTransferOf(this.storageNodes.find(row.agent), name, version);
         return t ? fromTransfer(row.agent, t) : row;
       }),
     );
@@ -94,14 +94,6 @@ export class DistributionService {
 
   private view(plan: { name: string; version: number; sha256: string; size: number }, agents: VersionDistributionAgentDto[]): VersionDistributionDto {
     return { name: plan.name, version: plan.version, sha256: plan.sha256, size: plan.size, agents, complete: agents.every((a) => a.state === 'present') };
-  }
-
-  private async transferOn(agentId: string, name: string, version: number): Promise<MasterTransferDto | null> {
-    try {
-      return (await this.storageNodes.masterTransfersOf(this.storageNodes.find(agentId))).find((t) => t.name === name && t.version === version) ?? null;
-    } catch {
-      return null;
-    }
   }
 }
 

@@ -132,10 +132,7 @@ export class MastersService {
   private async copyingTo(name: string, version: number): Promise<string[]> {
     const agents = this.registry.all().filter((a) => a.enabled && a.role.disk);
     const busy = await Promise.all(
-      agents.map(async (a) => {
-        const list = await this.storageNodes.masterTransfersOf(a).catch(() => []);
-        return list.some((t) => t.name === name && t.version === version && t.state === 'running') ? a.id : null;
-      }),
+      agents.map(async (a) => ((await this.storageNodes.masterTransferOf(a, name, version))?.state === 'running' ? a.id : null)),
     );
     return busy.filter((x): x is string => x !== null).sort();
   }

@@ -280,9 +280,10 @@ export class StorageNodesService implements OnApplicationBootstrap {
     return this.gateway.call<MasterTransferDto>(to, 'POST', `/masters/${encodeURIComponent(name)}/transfers`, { body });
   }
 
-  /** GET /masters/transfers of one agent. */
-  masterTransfersOf(a: AgentRecord): Promise<MasterTransferDto[]> {
-    return this.gateway.call<MasterTransferDto[]>(a, 'GET', '/masters/transfers', { timeoutMs: this.config.agentProbeTimeoutMs });
+  /** One agent's transfer of a version (GET /masters/transfers); null when it has none or cannot be asked. */
+  async masterTransferOf(a: AgentRecord, name: string, version: number): Promise<MasterTransferDto | null> {
+    const list = await this.gateway.call<MasterTransferDto[]>(a, 'GET', '/masters/transfers', { timeoutMs: this.config.agentProbeTimeoutMs }).catch(() => []);
+    return list.find((t) => t.name === name && t.version === version) ?? null;
   }
 
   private async audited<R>(op: string, a: AgentRecord, fields: Record<string, unknown>, fn: () => Promise<R>): Promise<R> {

@@ -31,11 +31,12 @@ interface TransferState {
 
 /**
  * Versions pulled from another agent: the control plane names the sender and passes a read
- * ticket for that one version (signed with the sender's token, which stays with the control plane). Only the data ranges move (a 40 GiB image with 6 GiB of data moves
- * 6 GiB), in 16 MiB requests, each written (zero blocks left as holes), synced and checkpointed,
- * so a transfer cut by a restart resumes after its last checkpoint when the control plane asks
- * again. The file becomes a version only after its SHA-256 matches the sender's; until then it
- * is a dot-file no disk can be cloned from.
+ * ticket for that one version (signed with the sender's token, which stays with the control
+ * plane). Only the data ranges move (a 40 GiB image with 6 GiB of data moves 6 GiB), in 16 MiB
+ * requests (one ahead of the write), with zero blocks left as holes, synced and checkpointed every
+ * 64 MiB, so a transfer cut by a restart resumes after its last checkpoint when the control plane
+ * asks again. The file becomes a version only after its SHA-256 matches the sender's; until then
+ * it is a dot-file no disk can be cloned from.
  */
 @Injectable()
 export class MasterTransferService implements OnModuleInit, OnApplicationShutdown {
@@ -257,7 +258,7 @@ function remaining(extents: ExtentDto[], from: number): number {
   return extents.reduce((n, e) => n + Math.max(0, e.offset + e.length - Math.max(e.offset, from)), 0);
 }
 
-/** `http(s)://host[:port]`: no credentials, path, query or fragment (the token goes in a header). */
+/** `http(s)://host[:port]`: no credentials, path, query or fragment (the ticket goes in a header). */
 function sourceUrl(raw: string): string {
   let u: URL;
   try {
