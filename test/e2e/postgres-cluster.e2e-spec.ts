@@ -4,7 +4,10 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from 'pg';
+import { AuditRetentionService } from '../../src/control-plane/audit/audit-retention.service';
+import { AuditService } from '../../src/control-plane/audit/audit.service';
 import { BootService } from '../../src/control-plane/boot/boot.service';
+import { Clock } from '../../src/control-plane/common/clock';
 import { Database } from '../../src/control-plane/repositories/pg/database';
 import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
@@ -525,6 +528,38 @@ describe('two control planes on one PostgreSQL', () => {
       const m1 = stats.misses;
       expect((await nb.req('GET', `/boot-vars?mac=${macs[1]}`)).text).toContain('boot vars for cw1');
       expect(stats.misses).toBe(m1);
+    } finally {
+      await nb.close();
+      await na.close();
+    }
+  });
+
+  it("audit retention on one control plane keeps what a follower of the other still reads", async () => {
+    const url = pg.createDb('audit_holds');
+    const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+    // a drops old entries; b keeps everything itself and only publishes its followers' cursors.
+    const na = await startApp({ ...env, IPXE_CP_NODE_ID: 'ret-a', IPXE_CP_AUDIT_RETENTION_DAYS: '7' });
+    const nb = await startApp({ ...env, IPXE_CP_NODE_ID: 'ret-b' });
+    try {
+      const clock = na.app.get(Clock);
+      let now = Date.now() - 30 * 86_400_000;
+      clock.now = () => new Date(now);
+      const old: number[] = [];
+      for (let i = 0; i < 20; i++) old.push((await na.app.get(AuditService).record('test.filler', { n: i })).id);
+      now = Date.now();
+      // A follower of b is at the 11th old entry.
+      expect((await nb.req('GET', `/operations?since=${old[10]}&limit=3`)).status).toBe(200);
+      expect(await nb.app.get(AuditRetentionService).run()).toBeNull();
+      expect(await na.app.get(AuditRetentionService).run()).toEqual({ from_id: expect.any(Number), through_id: old[10] });
+      const left = (await nb.req('GET', '/operations?op=test.filler&limit=100')).body.entries.map((e: { id: number }) => e.id);
+      expect(left).toEqual(old.slice(11));
+      // b's followers moved on (no cursor within the hold any more): a drops the rest.
+      const own = new Client({ connectionString: url });
+      await own.connect();
+      await own.query("UPDATE audit_holds SET at = now() - interval '2 days'");
+      await own.end();
+      expect(await na.app.get(AuditRetentionService).run()).toEqual({ from_id: old[11], through_id: old[19] });
+      expect((await nb.req('GET', '/operations?op=test.filler&limit=100')).body.entries).toEqual([]);
     } finally {
       await nb.close();
       await na.close();

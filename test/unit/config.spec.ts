@@ -49,6 +49,8 @@ describe('loadConfig', () => {
       dnsmasqReload: { kind: 'pidfile', path: '/run/dnsmasq.pid' },
       dnsmasqWriteMode: 'inplace',
     });
+    expect(loadConfig({})).toMatchObject({ auditRetentionDays: 0, auditCursorHoldMs: 24 * 3600_000, auditSegmentBytes: 64 * 1024 * 1024 });
+    expect(loadConfig({ IPXE_CP_AUDIT_RETENTION_DAYS: '90', IPXE_CP_AUDIT_SEGMENT_MB: '8' })).toMatchObject({ auditRetentionDays: 90, auditSegmentBytes: 8 * 1024 * 1024 });
     expect(loadConfig({ IPXE_CP_DNSMASQ_RELOAD: 'docker:ipxe-dnsmasq' }).dnsmasqReload).toEqual({ kind: 'docker', container: 'ipxe-dnsmasq' });
     expect(loadConfig({ IPXE_CP_DNSMASQ_RELOAD: 'command:kill -HUP 1' }).dnsmasqReload).toEqual({ kind: 'command', command: 'kill -HUP 1' });
   });
@@ -65,6 +67,9 @@ describe('loadConfig', () => {
     ['IPXE_CP_DNSMASQ_RELOAD', 'pidfile:'],
     ['IPXE_CP_DNSMASQ_WRITE_MODE', 'copy'],
     ['IPXE_CP_LOG_LEVEL', 'loud'],
+    ['IPXE_CP_AUDIT_RETENTION_DAYS', '30d'],
+    ['IPXE_CP_AUDIT_SEGMENT_MB', '0'],
+    ['IPXE_CP_AUDIT_CURSOR_HOLD_HOURS', '9000'],
   ])('rejects %s=%s naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(name);

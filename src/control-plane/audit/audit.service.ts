@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { badRequest } from '../../shared/http/api-error';
 import { normalizeMac } from '../../shared/mac';
+import { Clock } from '../common/clock';
+import { AuditCursors } from './audit-cursors';
 import { AuditEntry, AuditFields, AuditPage, AuditQuery, AuditRepository, TxAudit } from '../repositories/audit/audit.repository';
 
 export type { AuditEntry, AuditFields, AuditQuery, TxAudit };
@@ -11,7 +13,11 @@ export type { AuditEntry, AuditFields, AuditQuery, TxAudit };
  */
 @Injectable()
 export class AuditService {
-  constructor(private readonly repo: AuditRepository) {}
+  constructor(
+    private readonly repo: AuditRepository,
+    private readonly cursors: AuditCursors,
+    private readonly clock: Clock,
+  ) {}
 
   /** Called with every entry as it is recorded (metrics count operations from here). */
   tap(fn: (e: AuditEntry) => void): void {
@@ -32,6 +38,8 @@ export class AuditService {
   query(q: AuditQuery): Promise<AuditPage> {
     const mac = q.mac === undefined ? undefined : (normalizeMac(q.mac) ?? undefined);
     if (q.mac !== undefined && !mac) throw badRequest(`mac: invalid MAC address ${JSON.stringify(q.mac)}`);
+    // A follower reads on from here: retention keeps what lies above it.
+    if (q.since) this.cursors.seen(q.since, this.clock.now().getTime());
     return this.repo.list({ ...q, since: q.since ?? 0, limit: q.limit ?? 1000, mac });
   }
 

@@ -103,6 +103,16 @@ export class AppConfig {
   agentWatchMs!: number;
   /** Host NQNs of workers are `<hostNqnBase>:host.<worker_id>` (IPXE_CP_HOST_NQN_BASE). */
   hostNqnBase!: string;
+  /**
+   * Audit retention (IPXE_CP_AUDIT_RETENTION_DAYS; 0 = keep every entry): entries older than this
+   * are dropped, oldest first, but never one a follower of GET /operations seen within
+   * auditCursorHoldMs still needs (entries above its cursor).
+   */
+  auditRetentionDays!: number;
+  /** How long a `since` cursor seen by GET /operations holds its entries against retention (IPXE_CP_AUDIT_CURSOR_HOLD_HOURS). */
+  auditCursorHoldMs!: number;
+  /** Files: operations.jsonl is closed as a segment past this size (IPXE_CP_AUDIT_SEGMENT_MB); retention drops whole segments. */
+  auditSegmentBytes!: number;
   /** Reconciler period in seconds (IPXE_CP_RECONCILE_SECONDS); 0 = only POST /reconcile. Also the backoff base. */
   reconcileSeconds!: number;
   /** The environment as read at start: `${VAR}` tokens in agents.yml expand from here. */
@@ -211,6 +221,9 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   if (!BASE_NQN.test(c.hostNqnBase) || c.hostNqnBase.length > 150) {
     throw new ConfigError(`IPXE_CP_HOST_NQN_BASE must look like nqn.2026-07.com.example, got ${JSON.stringify(c.hostNqnBase)}`);
   }
+  c.auditRetentionDays = int(env, 'IPXE_CP_AUDIT_RETENTION_DAYS', 0, 0, 36_500);
+  c.auditCursorHoldMs = int(env, 'IPXE_CP_AUDIT_CURSOR_HOLD_HOURS', 24, 0, 8760) * 3600_000;
+  c.auditSegmentBytes = int(env, 'IPXE_CP_AUDIT_SEGMENT_MB', 64, 1, 65_536) * 1024 * 1024;
   c.reconcileSeconds = int(env, 'IPXE_CP_RECONCILE_SECONDS', 30, 0, 86_400);
   c.env = Object.freeze({ ...env });
   return c;

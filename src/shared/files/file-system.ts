@@ -148,6 +148,29 @@ export class FileSystem {
     this.fault(`append:${path.basename(file)}`);
   }
 
+  /** Names in a directory (empty when it does not exist). */
+  async listDir(dir: string): Promise<string[]> {
+    try {
+      return await fsp.readdir(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw e;
+    }
+  }
+
+  /** Renames within one directory and makes the rename durable (fsync of the directory). */
+  async renameDurable(from: string, to: string): Promise<void> {
+    await fsp.rename(from, to);
+    await this.syncDir(path.dirname(to));
+    this.fault(`rename:${path.basename(to)}`);
+  }
+
+  /** Removes a file (gone already is fine) and makes that durable. */
+  async removeDurable(file: string): Promise<void> {
+    await fsp.rm(file, { force: true });
+    await this.syncDir(path.dirname(file));
+  }
+
   /** Cuts a file to `length` bytes and makes that durable. */
   async truncate(file: string, length: number): Promise<void> {
     const fh = await fsp.open(file, 'r+');

@@ -28,6 +28,12 @@ export interface AuditQuery {
 
 export type AuditPage = { next_cursor: number; entries: AuditEntry[] };
 
+/** What a retention pass dropped: every entry with from_id <= id <= through_id. */
+export interface AuditPruned {
+  from_id: number;
+  through_id: number;
+}
+
 /**
  * The audit trail: append-only, ids increasing in commit order. The engine (operations.jsonl or
  * the audit table) is chosen once by RepositoriesModule; the ledger repository of the same engine
@@ -49,6 +55,16 @@ export abstract class AuditRepository {
 
   /** Entries after `since` matching the filters, oldest first (`tail`: the last N). */
   abstract list(opts: AuditQuery & { since: number; limit: number }): Promise<AuditPage>;
+
+  /**
+   * Retention: drops the oldest entries written before `before` (ms), as a prefix of the trail,
+   * never one above `keepAbove` (a follower's cursor) nor one above a cursor another control
+   * plane published within `holdMs`. Null when nothing was dropped.
+   */
+  abstract prune(before: number, keepAbove: number, holdMs: number): Promise<AuditPruned | null>;
+
+  /** The lowest cursor this control plane's followers hold (null: none), for the others' retention. */
+  abstract publishHold(node: string, cursor: number | null): Promise<void>;
 }
 
 /** An entry as a new record: status defaults to ok. */

@@ -4,7 +4,15 @@ import { FileSystem } from '../../../shared/files/file-system';
 import { LedgerFileError } from '../../../shared/files/ledger-map';
 import { Clock } from '../../common/clock';
 import { AppConfig } from '../../config/app-config';
-import { AuditEntry, AuditFields, AuditPage, AuditQuery, AuditRepository, newEntry, TxAudit } from './audit.repository';
+import { AuditEntry, AuditFields, AuditPage, AuditPruned, AuditQuery, AuditRepository, newEntry, TxAudit } from './audit.repository';
+
+/** A closed part of the trail: `operations.<first id>-<last id>.jsonl` beside operations.jsonl. */
+interface Segment {
+  first: number;
+  last: number;
+  file: string;
+}
+const SEGMENT = /^operations\.(\d+)-(\d+)\.jsonl$/;
 
 /**
  * The file audit trail (state/operations.jsonl). Ids keep increasing across restarts: the last id
@@ -30,6 +38,13 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
   private writing: Promise<void> | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private failing = false;
+  /** Closed segments, oldest first. */
+  private segments: Segment[] = [];
+  private readonly segmentBytes: number;
+  private activeBytes = 0;
+  /** Reads under way: a segment is neither closed nor dropped under them. */
+  private readers = 0;
+  private pruning: Promise<unknown> | null = null;
 
   constructor(
     config: AppConfig,
@@ -38,6 +53,7 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
   ) {
     super();
     this.file = path.join(config.stateDir, 'operations.jsonl');
+    this.segmentBytes = config.auditSegmentBytes ?? 64 * 1024 * 1024;
   }
 
   /** Idempotent: the ledger repository calls it first, to recover the entries its change log carries. */
@@ -46,8 +62,17 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
   }
 
   private async load(): Promise<void> {
+    const dir = path.dirname(this.file);
+    for (const name of await this.fs.listDir(dir)) {
+      const m = SEGMENT.exec(name);
+      if (m) this.segments.push({ first: Number(m[1]), last: Number(m[2]), file: path.join(dir, name) });
+    }
+    this.segments.sort((a, b) => a.first - b.first);
     await this.loadTail();
+    // A kill right after a segment was closed leaves operations.jsonl missing: ids go on after it.
+    this.lastId = Math.max(this.lastId, this.segments.at(-1)?.last ?? 0);
     this.durableId = this.lastId;
+    this.activeBytes = this.fs.statSync(this.file)?.size ?? 0;
   }
 
   private async loadTail(): Promise<void> {
@@ -134,7 +159,9 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
     await this.onModuleInit();
     const missing = entries.filter((e) => e.id > this.durableId).sort((x, y) => x.id - y.id);
     if (!missing.length) return 0;
-    await this.fs.appendDurable(this.file, missing.map((e) => JSON.stringify(e) + '\n').join(''));
+    const data = missing.map((e) => JSON.stringify(e) + '\n').join('');
+    await this.fs.appendDurable(this.file, data);
+    this.activeBytes += Buffer.byteLength(data);
     this.lastId = Math.max(this.lastId, missing[missing.length - 1].id);
     this.durableId = this.lastId;
     this.log.warn(`${missing.length} audit entr(ies) of committed changes recovered from the change log`);
@@ -150,7 +177,9 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
   async restore(entries: AuditEntry[]): Promise<void> {
     await this.drain();
     if (!entries.length) return;
-    await this.fs.appendDurable(this.file, entries.map((e) => JSON.stringify(e) + '\n').join(''));
+    const data = entries.map((e) => JSON.stringify(e) + '\n').join('');
+    await this.fs.appendDurable(this.file, data);
+    this.activeBytes += Buffer.byteLength(data);
     this.lastId = Math.max(this.lastId, ...entries.map((e) => e.id));
     this.durableId = this.lastId;
   }
@@ -174,12 +203,15 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
     while (n < this.pending.length && this.pending[n].line !== null) n++;
     const batch = this.pending.slice(0, n);
     try {
-      await this.fs.appendDurable(this.file, batch.map((b) => b.line).join(''));
+      const data = batch.map((b) => b.line).join('');
+      await this.fs.appendDurable(this.file, data);
+      this.activeBytes += Buffer.byteLength(data);
       this.pending.splice(0, batch.length);
       this.durableId = Math.max(this.durableId, batch[batch.length - 1].id);
       if (this.failing) this.log.log(`audit log writable again; ${batch.length} queued entr(ies) written`);
       this.failing = false;
       for (const b of batch) b.done();
+      if (this.activeBytes >= this.segmentBytes) await this.closeSegment();
     } catch (err) {
       if (!this.failing) this.log.error({ err }, `audit append failed; ${batch.length} entr(ies) kept in order and retried`);
       this.failing = true;
@@ -198,43 +230,105 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
   }
 
   /**
+   * Closes operations.jsonl as a segment (only between writes, and not under a read: the next
+   * write tries again). Its first id is read from its first line; its last is the last written.
+   */
+  private async closeSegment(): Promise<void> {
+    if (this.readers > 0 || this.pruning) return;
+    try {
+      let first: number | null = null;
+      for await (const line of this.fs.readLines(this.file)) {
+        first = parseLine(line)?.id ?? null;
+        if (first !== null) break;
+      }
+      if (first === null) return;
+      const seg = { first, last: this.durableId, file: path.join(path.dirname(this.file), `operations.${first}-${this.durableId}.jsonl`) };
+      await this.fs.renameDurable(this.file, seg.file);
+      this.segments.push(seg);
+      this.activeBytes = 0;
+    } catch (err) {
+      this.log.warn(`audit segment not closed (tried again after the next write): ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * Drops the oldest segments whose every entry is older than `before` and at or below
+   * `keepAbove`; operations.jsonl itself is never dropped. Skipped (null) while a read runs.
+   */
+  prune(before: number, keepAbove: number): Promise<AuditPruned | null> {
+    if (this.readers > 0 || this.pruning) return Promise.resolve(null);
+    const run = (async (): Promise<AuditPruned | null> => {
+      await this.onModuleInit();
+      let from: number | null = null;
+      let through = 0;
+      while (this.segments.length) {
+        const seg = this.segments[0];
+        if (seg.last > keepAbove) break;
+        const last = lastEntry(await this.fs.readRange(seg.file, Math.max(0, (this.fs.statSync(seg.file)?.size ?? 0) - WINDOW), WINDOW));
+        const at = last ? Date.parse(last.ts) : NaN;
+        if (!(at < before)) break;
+        await this.fs.removeDurable(seg.file);
+        this.segments.shift();
+        from ??= seg.first;
+        through = seg.last;
+      }
+      return from === null ? null : { from_id: from, through_id: through };
+    })();
+    this.pruning = run.finally(() => (this.pruning = null));
+    return run;
+  }
+
+  /** One process owns the files: its own holds are all there are. */
+  async publishHold(): Promise<void> {}
+
+  /**
    * GET /operations without reading the audit from its start: ids grow with the position in the
    * file, so `since` is found by bisecting byte offsets (a few 64 KiB reads whatever the length),
    * and `tail` reads backwards from the end until it has its N matches.
    */
   async list(opts: AuditQuery & { since: number; limit: number }): Promise<AuditPage> {
-    await this.drain();
-    const match = entryFilter(opts);
-    const entries = opts.tail ? await this.lastMatches(opts.tail, opts.since, match) : await this.firstMatches(opts.limit, opts.since, match);
-    return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
+    this.readers++;
+    try {
+      while (this.pruning) await this.pruning;
+      await this.drain();
+      const match = entryFilter(opts);
+      // The trail in order: closed segments, then operations.jsonl.
+      const files = [...this.segments.filter((s) => s.last > opts.since).map((s) => s.file), this.file];
+      const entries = opts.tail ? await this.lastMatches(files, opts.tail, opts.since, match) : await this.firstMatches(files, opts.limit, opts.since, match);
+      return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
+    } finally {
+      this.readers--;
+    }
   }
 
-  private async firstMatches(limit: number, since: number, match: (e: AuditEntry) => boolean): Promise<AuditEntry[]> {
+  private async firstMatches(files: string[], limit: number, since: number, match: (e: AuditEntry) => boolean): Promise<AuditEntry[]> {
     const entries: AuditEntry[] = [];
-    const from = since > 0 ? await this.offsetBefore(since) : 0;
-    let first = from > 0;
-    for await (const line of this.fs.readLines(this.file, from)) {
-      // A start inside a line: its rest is not an entry.
-      if (first) {
-        first = false;
-        continue;
+    for (const [i, file] of files.entries()) {
+      const from = i === 0 && since > 0 ? await this.offsetBefore(file, since) : 0;
+      let first = from > 0;
+      for await (const line of this.fs.readLines(file, from)) {
+        // A start inside a line: its rest is not an entry.
+        if (first) {
+          first = false;
+          continue;
+        }
+        const e = parseLine(line);
+        if (!e || !(e.id > since) || !match(e)) continue;
+        entries.push(e);
+        if (entries.length >= limit) return entries;
       }
-      const e = parseLine(line);
-      if (!e || !(e.id > since) || !match(e)) continue;
-      entries.push(e);
-      if (entries.length >= limit) break;
     }
     return entries;
   }
 
   /** A byte offset at or before the line of the first entry with an id above `since` (0: the start). */
-  private async offsetBefore(since: number): Promise<number> {
-    const size = this.fs.statSync(this.file)?.size ?? 0;
+  private async offsetBefore(file: string, since: number): Promise<number> {
+    const size = this.fs.statSync(file)?.size ?? 0;
     let lo = 0; // every entry before lo has id <= since
     let hi = size;
     while (hi - lo > WINDOW) {
       const mid = Math.floor((lo + hi) / 2);
-      const id = firstIdAfter(await this.fs.readRange(this.file, mid, WINDOW));
+      const id = firstIdAfter(await this.fs.readRange(file, mid, WINDOW));
       // Unknown (no whole line in the window): look further left, never skip an entry.
       if (id !== null && id <= since) lo = mid;
       else hi = mid;
@@ -242,14 +336,22 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
     return lo;
   }
 
-  /** The last `n` matches above `since`, oldest first, read backwards from the end of the file. */
-  private async lastMatches(n: number, since: number, match: (e: AuditEntry) => boolean): Promise<AuditEntry[]> {
+  /** The last `n` matches above `since`, oldest first, read backwards from the end of the trail. */
+  private async lastMatches(files: string[], n: number, since: number, match: (e: AuditEntry) => boolean): Promise<AuditEntry[]> {
     const out: AuditEntry[] = [];
-    let end = this.fs.statSync(this.file)?.size ?? 0;
+    for (const file of [...files].reverse()) {
+      if (await this.readBackwards(file, n, since, match, out)) break;
+    }
+    return out.reverse();
+  }
+
+  /** Adds matches newest first to `out` until it holds n; true once an entry at or below `since` is met. */
+  private async readBackwards(file: string, n: number, since: number, match: (e: AuditEntry) => boolean, out: AuditEntry[]): Promise<boolean> {
+    let end = this.fs.statSync(file)?.size ?? 0;
     let carry = Buffer.alloc(0); // the start of a line whose beginning lies further left
     while (end > 0 && out.length < n) {
       const start = Math.max(0, end - WINDOW);
-      const buf = Buffer.concat([await this.fs.readRange(this.file, start, end - start), carry]);
+      const buf = Buffer.concat([await this.fs.readRange(file, start, end - start), carry]);
       end = start;
       const cut = start > 0 ? buf.indexOf(10) + 1 : 0;
       if (start > 0 && cut === 0) {
@@ -258,19 +360,14 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
       }
       carry = buf.subarray(0, cut);
       const lines = buf.subarray(cut).toString('utf8').split('\n');
-      let older = false;
       for (let i = lines.length - 1; i >= 0 && out.length < n; i--) {
         const e = parseLine(lines[i]);
         if (!e) continue;
-        if (!(e.id > since)) {
-          older = true;
-          break;
-        }
+        if (!(e.id > since)) return true;
         if (match(e)) out.push(e);
       }
-      if (older) break;
     }
-    return out.reverse();
+    return out.length >= n;
   }
 }
 
@@ -285,6 +382,16 @@ function parseLine(line: string): AuditEntry | null {
   } catch {
     return null;
   }
+}
+
+/** The last readable entry in `buf` (the tail of a file). */
+function lastEntry(buf: Buffer): AuditEntry | null {
+  const lines = buf.toString('utf8').split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const e = parseLine(lines[i]);
+    if (e) return e;
+  }
+  return null;
 }
 
 /** The id of the first whole, readable line after the first line break of `buf`; null if none. */

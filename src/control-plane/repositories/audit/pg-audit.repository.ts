@@ -2,7 +2,7 @@ import { BeforeApplicationShutdown, Injectable, Logger, OnApplicationShutdown, O
 import type { PoolClient } from 'pg';
 import { Clock } from '../../common/clock';
 import { Database, LOCK } from '../pg/database';
-import { AuditEntry, AuditFields, AuditPage, AuditQuery, AuditRepository, newEntry, TxAudit } from './audit.repository';
+import { AuditEntry, AuditFields, AuditPage, AuditPruned, AuditQuery, AuditRepository, newEntry, TxAudit } from './audit.repository';
 
 /**
  * The audit table (IPXE_CP_STORE=postgres). Ids come from a sequence taken under a lock, so ids
@@ -135,4 +135,36 @@ export class PgAuditRepository extends AuditRepository implements OnModuleInit, 
     if (opts.tail) entries.reverse();
     return { next_cursor: entries.length ? entries[entries.length - 1].id : opts.since, entries };
   }
+
+  async publishHold(node: string, cursor: number | null): Promise<void> {
+    if (cursor === null) await this.db.query('DELETE FROM audit_holds WHERE node = $1', [node]);
+    else await this.db.query('INSERT INTO audit_holds (node, cursor, at) VALUES ($1, $2, now()) ON CONFLICT (node) DO UPDATE SET cursor = $2, at = now()', [node, cursor]);
+  }
+
+  /**
+   * Deletes the oldest entries in batches of PRUNE_BATCH along the primary key (no scan of the
+   * table), stopping at the first entry that is recent enough or that a cursor holds.
+   */
+  async prune(before: number, keepAbove: number, holdMs: number): Promise<AuditPruned | null> {
+    const held = await this.db.query<{ c: string | null }>("SELECT min(cursor) AS c FROM audit_holds WHERE at > now() - $1 * interval '1 millisecond'", [holdMs]);
+    const limit = Math.min(keepAbove, held.rows[0].c === null ? Infinity : Number(held.rows[0].c));
+    let from: number | null = null;
+    let through = 0;
+    for (;;) {
+      const rows = (await this.db.query<{ id: string; ts: string }>("SELECT id, entry->>'ts' AS ts FROM audit WHERE id > $1 ORDER BY id LIMIT $2", [through, PRUNE_BATCH])).rows;
+      let upTo = 0;
+      for (const r of rows) {
+        if (Number(r.id) > limit || !(Date.parse(r.ts) < before)) break;
+        upTo = Number(r.id);
+      }
+      if (!upTo) break;
+      await this.db.query('DELETE FROM audit WHERE id <= $1', [upTo]);
+      from ??= Number(rows[0].id);
+      through = upTo;
+      if (upTo !== Number(rows[rows.length - 1].id)) break;
+    }
+    return from === null ? null : { from_id: from, through_id: through };
+  }
 }
+
+const PRUNE_BATCH = 10_000;

@@ -110,4 +110,17 @@ CREATE TABLE boot_events (
 CREATE INDEX boot_events_at ON boot_events (at);
 `,
   },
+  {
+    id: 4,
+    name: 'audit retention holds of followers',
+    sql: `
+-- The lowest GET /operations cursor each control plane's followers hold: retention on any of them
+-- keeps every entry above the lowest fresh one.
+CREATE TABLE audit_holds (
+  node   text PRIMARY KEY,
+  cursor bigint NOT NULL,
+  at     timestamptz NOT NULL
+);
+`,
+  },
 ];
