@@ -3,7 +3,8 @@ import * as http from 'node:http';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { TEMP_FILE } from '../../src/shared/files/file-system';
+import { readCredentialsOnDisk } from '../../src/control-plane/repositories/credentials/file-credential.repository';
+import { FileSystem, TEMP_FILE } from '../../src/shared/files/file-system';
 import { tempDir } from '../helpers/app';
 
 /**
@@ -335,8 +336,7 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     expect((await cp.req('POST', '/workers', { worker_id: 'again' })).status).toBe(201);
     const first = await cp.req('PUT', '/workers/again/credential', { generate: true });
     expect(first.status).toBe(200);
-    const credFile = path.join(cp.dir, 'state/nvme-credentials.json');
-    const secretOf = () => JSON.parse(fs.readFileSync(credFile, 'utf8')).credentials.again?.dhchap_key as string | undefined;
+    const secretOf = () => readCredentialsOnDisk(path.join(cp.dir, 'state'), new FileSystem()).credentials.again?.dhchap_key;
     const oldSecret = secretOf()!;
     expect(oldSecret).toMatch(/^DHHC-1:/);
     await cp.kill();

@@ -2,6 +2,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Clock } from '../../src/control-plane/common/clock';
+import { readCredentialsOnDisk } from '../../src/control-plane/repositories/credentials/file-credential.repository';
+import { FileSystem } from '../../src/shared/files/file-system';
 import { deriveCtrlKey, deriveTlsPsk, dhchapKeyBytes } from '../../src/shared/nvme-keys';
 import { listTree, makeFile, spawnAgent, SpawnedAgent } from '../helpers/agent';
 import { describeFiles, freePort, onPostgres, Res, startApp, tempDir, TestApp } from '../helpers/app';
@@ -155,7 +157,12 @@ describe('NVMe/TCP credentials, boot variables and the reconciler (real nvmet ag
     ]);
     expect(listTree(path.join(node.root, 'ports/1')).filter((l) => /trsvcid|tsas|treq/.test(l))).toEqual(['addr_treq=required', 'addr_trsvcid=4421', 'addr_tsas=tls1.3']);
     // The secret files: 0600 on both sides (on PostgreSQL the control plane's side is the credentials table).
-    if (!onPostgres()) expect(fs.statSync(path.join(t.dir, 'state/nvme-credentials.json')).mode & 0o777).toBe(0o600);
+    // Files: the checkpoint and its log (the log alone until the first checkpoint).
+    if (!onPostgres()) {
+      const secretFiles = ['nvme-credentials.json', 'nvme-credentials.wal'].map((f) => path.join(t.dir, 'state', f)).filter((f) => fs.existsSync(f));
+      expect(secretFiles.length).toBeGreaterThan(0);
+      for (const f of secretFiles) expect(fs.statSync(f).mode & 0o777).toBe(0o600);
+    }
     expect(fs.statSync(path.join(node.state, 'nvme-hosts.json')).mode & 0o777).toBe(0o600);
     // The agent shows the same hash prefix the control plane does.
     expect((await node.api('GET', '/nvme/hosts')).body).toEqual([expect.objectContaining({ hostnqn: HOSTNQN, dhchap_key_sha256: c.dhchap_key_sha256, tls_psk_sha256: c.tls_psk_sha256, subsystems: [subsystem] })]);
@@ -437,7 +444,7 @@ describe('the scheduled reconciler in a control plane process (IPXE_CP_RECONCILE
     };
     const secrets = new Set<string>();
     const remember = () => {
-      const c = JSON.parse(fs.readFileSync(path.join(dir, 'cp/state/nvme-credentials.json'), 'utf8')).credentials.w2;
+      const c = readCredentialsOnDisk(path.join(dir, 'cp/state'), new FileSystem()).credentials.w2;
       if (c) secrets.add(c.dhchap_key).add(deriveTlsPsk(c.dhchap_key, c.hostnqn));
     };
     const texts: string[] = [];
@@ -471,7 +478,7 @@ describe('the scheduled reconciler in a control plane process (IPXE_CP_RECONCILE
         state = c.body.agents[0].state;
       }
       expect(state).toBe('pushed');
-      expect(node.host(`${NQN}:host.w2`).key).toBe(JSON.parse(fs.readFileSync(path.join(dir, 'cp/state/nvme-credentials.json'), 'utf8')).credentials.w2.dhchap_key);
+      expect(node.host(`${NQN}:host.w2`).key).toBe(readCredentialsOnDisk(path.join(dir, 'cp/state'), new FileSystem()).credentials.w2.dhchap_key);
       texts.push((await api('DELETE', '/workers/w2/credential')).text);
       texts.push((await api('DELETE', '/workers/w2')).text);
       expect(node.host(`${NQN}:host.w2`).key).toBeNull();

@@ -3,11 +3,13 @@ import { generateKeyPairSync, sign } from 'node:crypto';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { Client } from 'pg';
 import { AuditRetentionService } from '../../src/control-plane/audit/audit-retention.service';
 import { AuditService } from '../../src/control-plane/audit/audit.service';
 import { BootService } from '../../src/control-plane/boot/boot.service';
 import { Clock } from '../../src/control-plane/common/clock';
+import { CredentialRepository } from '../../src/control-plane/repositories/credentials/credential.repository';
 import { Database } from '../../src/control-plane/repositories/pg/database';
 import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
@@ -561,6 +563,40 @@ describe('two control planes on one PostgreSQL', () => {
       expect(await na.app.get(AuditRetentionService).run()).toEqual({ from_id: old[11], through_id: old[19] });
       expect((await nb.req('GET', '/operations?op=test.filler&limit=100')).body.entries).toEqual([]);
     } finally {
+      await nb.close();
+      await na.close();
+    }
+  });
+
+  it('credential changes reach the other control plane as the rows changed since its version, deletions as tombstones', async () => {
+    const url = pg.createDb('credential_rows');
+    const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+    const na = await startApp({ ...env, IPXE_CP_NODE_ID: 'cred-a' });
+    const nb = await startApp({ ...env, IPXE_CP_NODE_ID: 'cred-b' });
+    const own = new Client({ connectionString: url });
+    await own.connect();
+    try {
+      for (const id of ['w1', 'w2', 'w3']) {
+        expect((await na.req('POST', '/workers', { worker_id: id })).status).toBe(201);
+        expect((await na.req('PUT', `/workers/${id}/credential`, { generate: true })).status).toBe(200);
+      }
+      expect((await nb.req('PUT', '/workers/w1/credential', { generate: true })).status).toBe(200); // rotated on b
+      expect((await na.req('DELETE', '/workers/w2')).status).toBe(200);
+      expect((await na.req('DELETE', '/workers/w3/credential')).status).toBe(200);
+      const ra = na.app.get(CredentialRepository);
+      const rb = nb.app.get(CredentialRepository);
+      const same = () => isDeepStrictEqual(ra.snapshot().credentials, rb.snapshot().credentials);
+      for (const end = Date.now() + 10_000; Date.now() < end && !same(); ) await sleep(20);
+      expect(rb.snapshot().credentials).toEqual(ra.snapshot().credentials);
+      expect(Object.keys(rb.snapshot().credentials).sort()).toEqual(['w1', 'w3']);
+      expect(rb.get('w3')!.revoked).toBe(true);
+      expect(rb.get('w1')!.dhchap_key).toBe((await own.query("SELECT body->>'dhchap_key' AS k FROM credentials WHERE worker_id = 'w1'")).rows[0].k);
+      // Every row carries the version that wrote it; the deleted one left a tombstone.
+      const rows = (await own.query('SELECT worker_id, version FROM credentials ORDER BY worker_id')).rows;
+      expect(rows.every((r) => Number(r.version) > 0)).toBe(true);
+      expect((await own.query("SELECT key FROM credential_tombstones WHERE kind = 'credential'")).rows.map((r) => r.key)).toEqual(['w2']);
+    } finally {
+      await own.end();
       await nb.close();
       await na.close();
     }

@@ -10,6 +10,7 @@ import { checkResponse } from './spec-check';
 import { createKurrentClient } from '../../src/client';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readCredentialsOnDisk } from '../../src/control-plane/repositories/credentials/file-credential.repository';
 import { FileSystem } from '../../src/shared/files/file-system';
 import { readDevicesOnDisk, readWorkersOnDisk } from '../../src/control-plane/repositories/ledger/ledger-on-disk';
 
@@ -116,7 +117,7 @@ export function socketRequester(app: NestFastifyApplication, token?: string, spe
   };
 }
 
-/** devices.yml / workers.yml as a restart would read them (the YAML plus the change log), one compact entry a line. */
+/** devices.yml / workers.yml (one compact entry a line) and nvme-credentials.json as a restart would read them (the file plus its log). */
 function readOnDisk(dir: string, rel: string): string | null {
   const stateDir = path.join(dir, 'state');
   const render = (root: string, m: Map<string, unknown>) =>
@@ -124,6 +125,7 @@ function readOnDisk(dir: string, rel: string): string | null {
   if (rel === 'state/devices.yml') return render('devices', readDevicesOnDisk(stateDir, new FileSystem()));
   if (rel === 'state/workers.yml') return render('workers', readWorkersOnDisk(stateDir, new FileSystem()));
   if (rel === 'state/ledger.wal') return '';
+  if (rel === 'state/nvme-credentials.json') return JSON.stringify(readCredentialsOnDisk(stateDir, new FileSystem()), null, 2);
   return null;
 }
 function storeEnv(dir: string): Record<string, string> {

@@ -114,8 +114,8 @@ export class FileSystem {
    * Appends data and makes it durable (fdatasync) before resolving. On any failure the file is
    * cut back to its previous length, so a later append never continues a partial line.
    */
-  appendDurable(file: string, data: string | Buffer): Promise<void> {
-    return this.append(file, data, true);
+  appendDurable(file: string, data: string | Buffer, mode = 0o644): Promise<void> {
+    return this.append(file, data, true, mode);
   }
 
   /**
@@ -123,12 +123,13 @@ export class FileSystem {
    * power cut. For telemetry whose fsync would compete with the ledger's (boot events). A failure
    * cuts the file back as appendDurable does.
    */
-  appendBuffered(file: string, data: string | Buffer): Promise<void> {
-    return this.append(file, data, false);
+  appendBuffered(file: string, data: string | Buffer, mode = 0o644): Promise<void> {
+    return this.append(file, data, false, mode);
   }
 
-  private async append(file: string, data: string | Buffer, sync: boolean): Promise<void> {
-    const fh = await fsp.open(file, 'a', 0o644);
+  /** `mode` applies when the append creates the file. */
+  private async append(file: string, data: string | Buffer, sync: boolean, mode: number): Promise<void> {
+    const fh = await fsp.open(file, 'a', mode);
     let size = -1;
     try {
       size = (await fh.stat()).size;

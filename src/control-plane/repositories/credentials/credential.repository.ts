@@ -53,6 +53,65 @@ export interface FileShape {
   removals: RemovalRecord[];
 }
 
+/** What one change did: the new value of every credential it changed (null: deleted), the removals if they changed. */
+export interface CredentialDelta {
+  credentials: Map<string, CredentialRecord | null>;
+  removals: RemovalRecord[] | null;
+}
+
+/**
+ * Runs fn on a copy-on-write view of the state: a credential is cloned when fn first reads it, so
+ * a change costs what it touches, not the fleet (listing every key still works, at its price).
+ * Returns fn's result and what it changed (null: nothing); the state itself is not touched.
+ */
+export function runOnView<R>(data: FileShape, fn: (d: FileShape) => R): { r: R; delta: CredentialDelta | null } {
+  const base = data.credentials;
+  const touched = new Map<string, CredentialRecord | undefined>();
+  const read = (k: string): CredentialRecord | undefined => {
+    if (!touched.has(k)) {
+      const v = Object.prototype.hasOwnProperty.call(base, k) ? base[k] : undefined;
+      if (v === undefined) return undefined;
+      touched.set(k, structuredClone(v));
+    }
+    return touched.get(k);
+  };
+  const present = (k: string) => (touched.has(k) ? touched.get(k) !== undefined : Object.prototype.hasOwnProperty.call(base, k));
+  const credentials = new Proxy(base, {
+    get: (t, k) => (typeof k === 'string' ? read(k) : Reflect.get(t, k)),
+    set: (_t, k, v) => (typeof k === 'string' ? (touched.set(k, v as CredentialRecord), true) : false),
+    deleteProperty: (_t, k) => (typeof k === 'string' ? (touched.set(k, undefined), true) : false),
+    has: (t, k) => (typeof k === 'string' ? present(k) : Reflect.has(t, k)),
+    ownKeys: () => [...new Set([...Object.keys(base), ...touched.keys()])].filter(present),
+    getOwnPropertyDescriptor: (_t, k) => (typeof k === 'string' && present(k) ? { value: read(k), writable: true, enumerable: true, configurable: true } : undefined),
+    defineProperty: (_t, k, desc) => (typeof k === 'string' ? (touched.set(k, desc.value as CredentialRecord), true) : false),
+  });
+  const view: FileShape = { version: 1, credentials, removals: structuredClone(data.removals) };
+  const r = fn(view);
+  if (view.credentials !== credentials) {
+    // The whole map was replaced (a store import): every key is compared.
+    touched.clear();
+    for (const k of Object.keys(base)) touched.set(k, undefined);
+    for (const [k, v] of Object.entries(view.credentials)) touched.set(k, v);
+  }
+  const removals = view.removals;
+  const changed = new Map<string, CredentialRecord | null>();
+  for (const [k, v] of touched) {
+    const was = Object.prototype.hasOwnProperty.call(base, k) ? base[k] : undefined;
+    if (JSON.stringify(v) !== JSON.stringify(was)) changed.set(k, v === undefined ? null : v);
+  }
+  const removalsChanged = JSON.stringify(removals) !== JSON.stringify(data.removals);
+  return { r, delta: changed.size || removalsChanged ? { credentials: changed, removals: removalsChanged ? removals : null } : null };
+}
+
+/** Makes a delta the state. */
+export function applyDelta(data: FileShape, delta: CredentialDelta): void {
+  for (const [k, v] of delta.credentials) {
+    if (v === null) delete data.credentials[k];
+    else data.credentials[k] = v;
+  }
+  if (delta.removals) data.removals = delta.removals;
+}
+
 export const newPush = (): PushRecord => ({ state: 'pending', attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null, key_sha256: null, subsystems: [] });
 
 /**

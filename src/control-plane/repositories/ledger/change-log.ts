@@ -36,7 +36,7 @@ const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, '0');
  * A torn last line (a kill or a full disk during the append, never acknowledged) is cut at
  * start; damage before the last line is a start error naming the line.
  */
-export class ChangeLog {
+export class ChangeLog<R extends { seq: number } = ChangeRecord> {
   private readonly log = new Logger('ChangeLog');
   /** Bytes and records in the log since the last checkpoint. */
   bytes = 0;
@@ -46,15 +46,17 @@ export class ChangeLog {
   constructor(
     readonly file: string,
     private readonly fs: FileSystem,
+    /** Mode of the file when an append creates it (0600 for a log that carries secrets). */
+    private readonly mode = 0o644,
   ) {}
 
   /** Reads the log at start; cuts a torn tail (unless readOnly); throws LedgerFileError for damage before it. */
-  loadSync(readOnly = false): ChangeRecord[] {
+  loadSync(readOnly = false): R[] {
     const text = this.fs.readTextSync(this.file);
     this.bytes = 0;
     this.count = 0;
     if (!text) return [];
-    const out: ChangeRecord[] = [];
+    const out: R[] = [];
     const lines = text.split('\n');
     let lastNonEmpty = lines.length - 1;
     while (lastNonEmpty >= 0 && lines[lastNonEmpty] === '') lastNonEmpty--;
@@ -63,7 +65,7 @@ export class ChangeLog {
       const l = lines[i];
       const last = i === lines.length - 1;
       if (last && l === '') break; // the text ended with '\n'
-      const rec = parseLine(l);
+      const rec = parseLine(l) as R | null;
       const tornTail = i >= lastNonEmpty;
       if (!rec) {
         if (tornTail) {
@@ -88,11 +90,15 @@ export class ChangeLog {
     return out;
   }
 
-  /** Appends one record durably. Call under the ledger lock; a failure leaves the log as it was. */
-  async append(rec: ChangeRecord): Promise<void> {
+  /**
+   * Appends one record durably (buffered: without fdatasync, for what may be lost in a power cut).
+   * Call under the owner's lock; a failure leaves the log as it was.
+   */
+  async append(rec: R, buffered = false): Promise<void> {
     const json = JSON.stringify(rec);
     const line = `${hex8(crc32(json))} ${json}\n`;
-    await this.fs.appendDurable(this.file, line);
+    if (buffered) await this.fs.appendBuffered(this.file, line, this.mode);
+    else await this.fs.appendDurable(this.file, line, this.mode);
     this.seq = rec.seq;
     this.bytes += Buffer.byteLength(line, 'utf8');
     this.count++;
@@ -107,13 +113,13 @@ export class ChangeLog {
   }
 }
 
-function parseLine(l: string): ChangeRecord | null {
+function parseLine(l: string): { seq: number } | null {
   const sp = l.indexOf(' ');
   if (sp !== 8) return null;
   const json = l.slice(9);
   if (hex8(crc32(json)) !== l.slice(0, 8)) return null;
   try {
-    const r = JSON.parse(json) as ChangeRecord;
+    const r = JSON.parse(json) as { seq: number };
     if (typeof r !== 'object' || r === null || !Number.isSafeInteger(r.seq)) return null;
     return r;
   } catch {

@@ -123,4 +123,23 @@ CREATE TABLE audit_holds (
 );
 `,
   },
+  {
+    id: 5,
+    name: 'credential rows carry the version that wrote them; deletions leave tombstones',
+    sql: `
+-- A control plane catches up with the rows written after the version it has (and the tombstones
+-- of rows deleted after it) instead of reading the whole table on every change or NOTIFY.
+ALTER TABLE credentials ADD COLUMN version bigint NOT NULL DEFAULT 0;
+ALTER TABLE credential_removals ADD COLUMN version bigint NOT NULL DEFAULT 0;
+CREATE INDEX credentials_version ON credentials (version);
+CREATE INDEX credential_removals_version ON credential_removals (version);
+CREATE TABLE credential_tombstones (
+  version bigint NOT NULL,
+  kind    text NOT NULL,
+  key     text NOT NULL,
+  at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX credential_tombstones_version ON credential_tombstones (version);
+`,
+  },
 ];
