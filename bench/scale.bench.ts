@@ -1,0 +1,292 @@
+/**
+ * npm run bench:scale — every cost that grows with the fleet, at 1,000, 10,000 and 100,000 seats,
+ * on the file store and on PostgreSQL, each figure also as a ratio to its 1,000 case.
+ *
+ * Per size and engine, a ledger of n bound devices, n workers and n NVMe credentials is built
+ * through the real store code (PostgreSQL: the same ledger imported), then the control plane runs
+ * as `npm run start:prod` starts it, its own process, and is measured: start-up (median of 5,
+ * spawn to the first /healthz 200), RSS after start, bind p50/p99 (unbind + bind rounds), a
+ * credential change p50/p99 (PUT /workers/{id}/credential, a rotation), GET /devices whole and
+ * filtered, the boot storm (every seat /devices/report then /boot-vars, wrk; the seats/s and the
+ * time the whole fleet takes at that rate), and RSS after the storm. Separately, GET /operations
+ * ?tail=100 and ?since=<middle> on an audit of 1,000,000 and 10,000,000 entries (median of 20).
+ *
+ * SCALE_SIZES, SCALE_ENGINES and SCALE_AUDIT narrow a run (e.g. SCALE_SIZES=1000,10000).
+ * Goals (issue 27) are printed beside the figures they apply to.
+ */
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { loadConfig } from '../src/control-plane/config/app-config';
+import { FileCredentialRepository } from '../src/control-plane/repositories/credentials/file-credential.repository';
+import { readWorkersOnDisk } from '../src/control-plane/repositories/ledger/ledger-on-disk';
+import { FileSystem } from '../src/shared/files/file-system';
+import { generateDhchapKey } from '../src/shared/nvme-keys';
+import { startPostgres, type PgCluster } from '../scripts/pg-cluster';
+import { exportStore, importStore } from '../scripts/store';
+import { fmt, get, macOf, prodCommand, seedLedger, startProcess, stop, tmp, workerOf, wrk } from './lib';
+
+const list = (v: string | undefined, d: string) => (v ?? d).split(',').map((s) => s.trim()).filter(Boolean);
+const SIZES = list(process.env.SCALE_SIZES, '1000,10000,100000').map(Number);
+const ENGINES = list(process.env.SCALE_ENGINES, 'file,postgres') as ('file' | 'postgres')[];
+const AUDIT = list(process.env.SCALE_AUDIT, '1000000,10000000').map(Number);
+const PORT = 4991;
+const TOKEN = 'bench-token';
+const CONNECTIONS = 64;
+const root = path.resolve(__dirname, '..', '..');
+const prod = prodCommand(root);
+const url = `http://127.0.0.1:${PORT}`;
+
+type Row = Record<string, number>;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))];
+const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+function envFor(dir: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    IPXE_CP_PORT: String(PORT),
+    IPXE_CP_HOST: '127.0.0.1',
+    IPXE_CP_TOKEN: TOKEN,
+    IPXE_CP_STATE_DIR: path.join(dir, 'state'),
+    IPXE_CP_CONFIG_DIR: path.join(dir, 'config'),
+    IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq'),
+    IPXE_CP_LOG_LEVEL: 'warn',
+    IPXE_CP_RECONCILE_SECONDS: '0',
+    IPXE_CP_AGENT_WATCH_MS: '0',
+    IPXE_CP_POOL_LIMIT: '1000000',
+    ...extra,
+  };
+}
+
+/** n devices bound to n workers, and a live NVMe credential for each worker, through the real store code. */
+async function seed(dir: string, n: number): Promise<void> {
+  await seedLedger(dir, n);
+  const state = path.join(dir, 'state');
+  const config = loadConfig({ IPXE_CP_STATE_DIR: state, IPXE_CP_CHECKPOINT_MS: '0' });
+  const workers = readWorkersOnDisk(state, new FileSystem());
+  const creds = new FileCredentialRepository(config, new FileSystem());
+  creds.onModuleInit();
+  const now = new Date().toISOString();
+  await creds.change((d) => {
+    const all: typeof d.credentials = {};
+    for (let i = 0; i < n; i++) {
+      const id = workerOf(i);
+      all[id] = {
+        worker_id: id,
+        hostnqn: `${config.hostNqnBase}:host.${id}`,
+        dhchap_key: generateDhchapKey(),
+        issued_at: now,
+        revoked: false,
+        revoked_at: null,
+        agents: {},
+        worker_incarnation: workers.get(id)?.incarnation ?? null,
+      };
+    }
+    d.credentials = all;
+  });
+  await creds.onApplicationShutdown();
+}
+
+async function timed(fn: () => Promise<{ status: number; body: string }>, want: number): Promise<number> {
+  const t0 = performance.now();
+  const r = await fn();
+  const ms = performance.now() - t0;
+  if (r.status !== want) throw new Error(`expected ${want}, got ${r.status}: ${r.body.slice(0, 300)}`);
+  return ms;
+}
+
+async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluster | null): Promise<Row> {
+  const dir = tmp('kurrent-bench-scale-');
+  try {
+    const t0 = performance.now();
+    await seed(dir, n);
+    let env = envFor(dir);
+    if (engine === 'postgres') {
+      const db = pg!.createDb(`scale_${n}`);
+      const pgDir = tmp('kurrent-bench-scale-pg-');
+      const pgEnv = envFor(pgDir, { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: db });
+      await importStore(pgEnv, await exportStore(env));
+      fs.rmSync(dir, { recursive: true, force: true });
+      env = pgEnv;
+    }
+    console.log(`  ${engine} ${fmt(n)}: ledger, workers and credentials built in ${fmt((performance.now() - t0) / 1000, 1)} s`);
+    const row: Row = {};
+    const starts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+      starts.push(p.ms);
+      if (i < 4) await stop(p.proc);
+      else {
+        row.startMs = median(starts);
+        row.rssStartMb = rssMb(p.proc.pid!);
+        try {
+          Object.assign(row, await measureRunning(n, p.proc.pid!));
+        } finally {
+          await stop(p.proc);
+        }
+      }
+    }
+    return row;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function measureRunning(n: number, pid: number): Promise<Row> {
+  const row: Row = {};
+  const auth = { token: TOKEN };
+  // Bind: unbind + bind rounds over seats spread across the fleet.
+  const binds: number[] = [];
+  for (let r = 0; r < 100; r++) {
+    const i = (r * 7919) % n;
+    await timed(() => get(`${url}/devices/${macOf(i)}/bind`, { method: 'DELETE', ...auth }), 200);
+    binds.push(await timed(() => get(`${url}/devices/${macOf(i)}/bind?worker_id=${workerOf(i)}`, { method: 'POST', ...auth }), 200));
+  }
+  row.bindP50 = pct(binds.slice(10), 50);
+  row.bindP99 = pct(binds.slice(10), 99);
+  // A credential change: a rotation of one worker's secret.
+  const rotations: number[] = [];
+  for (let r = 0; r < 60; r++) {
+    const id = workerOf((r * 104_729) % n);
+    rotations.push(await timed(() => get(`${url}/workers/${id}/credential`, { method: 'PUT', body: JSON.stringify({ generate: true }), ...auth }), 200));
+  }
+  row.credP50 = pct(rotations.slice(10), 50);
+  row.credP99 = pct(rotations.slice(10), 99);
+  // GET /devices, whole and filtered.
+  const whole: number[] = [];
+  const filtered: number[] = [];
+  let bytes = 0;
+  for (let r = 0; r < 5; r++) {
+    const t0 = performance.now();
+    const res = await get(`${url}/devices`, auth);
+    whole.push(performance.now() - t0);
+    bytes = Buffer.byteLength(res.body);
+    filtered.push(await timed(() => get(`${url}/devices?state=pooled`, auth), 200));
+  }
+  row.devicesMs = median(whole);
+  row.devicesMb = bytes / 1024 / 1024;
+  row.devicesFilteredMs = median(filtered);
+  // The storm: report + boot-vars per seat; a storm replays the fleet, so loops are only marked.
+  await timed(() => get(`${url}/settings/boot-policy`, { method: 'PUT', body: JSON.stringify({ loop_action: 'keep-looping' }), ...auth }), 200);
+  const seconds = Math.min(20, Math.max(4, Math.ceil(n / 5000)));
+  const storm = await wrk(url, seconds, CONNECTIONS, path.join(root, 'bench/wrk/storm.lua'), { BENCH_DEVICES: String(n) });
+  if (storm.non2xx || storm.errors) throw new Error(`storm: ${storm.non2xx} non-2xx, ${storm.errors} socket errors`);
+  row.stormSeatsPerS = storm.rps / 2;
+  row.stormFleetS = n / row.stormSeatsPerS;
+  row.stormP99 = storm.p99;
+  row.rssStormMb = rssMb(pid);
+  return row;
+}
+
+/** An audit of `entries` entries as the control plane writes them (ids 1..entries). */
+function auditLine(id: number): string {
+  const i = id % 100_000;
+  return JSON.stringify({ id, ts: '2026-12-01T00:00:00+00:00', op: id % 3 ? 'device.report' : 'device.bind', status: 'ok', mac: macOf(i), worker_id: workerOf(i), client: '10.0.0.1' }) + '\n';
+}
+
+async function measureAudit(engine: 'file' | 'postgres', entries: number, pg: PgCluster | null): Promise<Row> {
+  const dir = tmp('kurrent-bench-scale-audit-');
+  try {
+    await seedLedger(dir, 1000);
+    let env = envFor(dir);
+    if (engine === 'postgres') {
+      const db = pg!.createDb(`audit_${entries}`);
+      env = envFor(tmp('kurrent-bench-scale-pg-'), { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: db });
+      await importStore(env, await exportStore(envFor(dir)));
+      const psql = (sql: string) => execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', db, '-c', sql]);
+      psql('TRUNCATE audit');
+      psql(
+        `INSERT INTO audit (id, entry) SELECT g, jsonb_build_object('id', g, 'ts', '2026-12-01T00:00:00+00:00', 'op', CASE WHEN g % 3 = 0 THEN 'device.bind' ELSE 'device.report' END, 'status', 'ok', 'mac', '02:00:00:00:' || lpad(to_hex((g % 100000) / 256 % 256), 2, '0') || ':' || lpad(to_hex(g % 100000 % 256), 2, '0'), 'client', '10.0.0.1') FROM generate_series(1, ${entries}) g`,
+      );
+      psql(`SELECT setval('audit_ids', ${entries})`);
+      psql('VACUUM ANALYZE audit');
+    } else {
+      const file = path.join(dir, 'state', 'operations.jsonl');
+      fs.rmSync(file, { force: true });
+      const fd = fs.openSync(file, 'w');
+      for (let id = 1; id <= entries; ) {
+        let chunk = '';
+        for (let k = 0; k < 10_000 && id <= entries; k++) chunk += auditLine(id++);
+        fs.writeSync(fd, chunk);
+      }
+      fs.closeSync(fd);
+    }
+    const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+    try {
+      const tail: number[] = [];
+      const since: number[] = [];
+      for (let r = 0; r < 20; r++) {
+        tail.push(await timed(() => get(`${url}/operations?tail=100`, { token: TOKEN }), 200));
+        since.push(await timed(() => get(`${url}/operations?since=${Math.floor(entries / 2) + r}&limit=100`, { token: TOKEN }), 200));
+      }
+      const check = JSON.parse((await get(`${url}/operations?since=${Math.floor(entries / 2)}&limit=1`, { token: TOKEN })).body) as { entries: { id: number }[] };
+      if (check.entries[0]?.id !== Math.floor(entries / 2) + 1) throw new Error(`since=middle answered ${JSON.stringify(check).slice(0, 200)}`);
+      return { tailMs: median(tail.slice(5)), sinceMs: median(since.slice(5)) };
+    } finally {
+      await stop(p.proc);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
+  ['startMs', 'start-up, median of 5 (ms)', 0, '< 2,000 files / < 3,000 PostgreSQL at 100,000'],
+  ['rssStartMb', 'RSS after start (MB)', 0, '< 500'],
+  ['bindP50', 'bind p50 (ms)', 1, 'within 2x of 1,000'],
+  ['bindP99', 'bind p99 (ms)', 1],
+  ['credP50', 'credential change p50 (ms)', 1, 'within 2x of 1,000'],
+  ['credP99', 'credential change p99 (ms)', 1],
+  ['devicesMs', 'GET /devices, whole list (ms)', 0],
+  ['devicesMb', 'GET /devices, whole list (MB)', 1],
+  ['devicesFilteredMs', 'GET /devices?state=pooled (ms)', 1],
+  ['stormSeatsPerS', 'storm: seats/s (report + boot-vars)', 0],
+  ['stormFleetS', 'storm: the whole fleet at that rate (s)', 2],
+  ['stormP99', 'storm: p99 (ms)', 1],
+  ['rssStormMb', 'RSS after the storm (MB)', 0, '< 500'],
+];
+
+function printTable(title: string, sizes: number[], rows: Row[], metrics: typeof METRICS): void {
+  console.log(`\n== ${title} ==`);
+  const head = ['', ...sizes.map((n) => fmt(n)), ...sizes.slice(1).map((n) => `${fmt(n)} / ${fmt(sizes[0])}`), 'goal'];
+  const lines = metrics.map(([k, label, d, goal]) => [
+    label,
+    ...rows.map((r) => (r[k] === undefined ? '-' : fmt(r[k], d))),
+    ...rows.slice(1).map((r) => (r[k] === undefined || !rows[0][k] ? '-' : `${fmt(r[k] / rows[0][k], 2)}x`)),
+    goal ?? '',
+  ]);
+  console.log(`| ${head.join(' | ')} |`);
+  console.log(`| ${head.map(() => '---').join(' | ')} |`);
+  for (const l of lines) console.log(`| ${l.join(' | ')} |`);
+}
+
+async function main(): Promise<void> {
+  console.log(`bench:scale: sizes ${SIZES.map((n) => fmt(n)).join(', ')}; engines ${ENGINES.join(', ')}; audits ${AUDIT.map((n) => fmt(n)).join(', ')}; node ${prod.flags.join(' ')}`);
+  const pg = ENGINES.includes('postgres') ? await startPostgres() : null;
+  try {
+    for (const engine of ENGINES) {
+      console.log(`\n-- ${engine}: fleets`);
+      const rows: Row[] = [];
+      for (const n of SIZES) rows.push(await measureFleet(engine, n, pg));
+      printTable(`${engine === 'file' ? 'File store' : 'PostgreSQL'}: fleet sizes`, SIZES, rows, METRICS);
+      console.log(`\n-- ${engine}: audits`);
+      const audits: Row[] = [];
+      for (const a of AUDIT) {
+        const t0 = performance.now();
+        audits.push(await measureAudit(engine, a, pg));
+        console.log(`  ${fmt(a)} entries: built and measured in ${fmt((performance.now() - t0) / 1000, 1)} s`);
+      }
+      printTable(`${engine === 'file' ? 'File store' : 'PostgreSQL'}: GET /operations on an audit of`, AUDIT, audits, [
+        ['tailMs', 'GET /operations?tail=100 (ms, median of 15)', 1, 'independent of the audit length'],
+        ['sinceMs', 'GET /operations?since=<middle>&limit=100 (ms, median of 15)', 1, 'independent of the audit length'],
+      ]);
+    }
+  } finally {
+    pg?.stop();
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
