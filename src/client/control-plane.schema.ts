@@ -392,6 +392,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/devices/page": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One page of the device pool, filtered and searched here (state, claimed key, free text over
+         *     MAC in any spelling,…
+         * @description One page of the device pool, filtered and searched here (state, claimed key, free text over
+         *     MAC in any spelling, serial, product, manufacturer, bound worker), in MAC order, with the
+         *     pool's counts per state: what the web UI reads instead of the whole list.
+         */
+        get: operations["listDevicePage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/devices/registration-window": {
         parameters: {
             query?: never;
@@ -1961,6 +1984,12 @@ export interface components {
             name: string;
             version: number;
         };
+        DeviceCountsDto: {
+            all: number;
+            bound: number;
+            pooled: number;
+            revoked: number;
+        };
         DeviceDto: {
             /** @description The binding authority: the worker this device boots as. */
             bound_worker_id: string | null;
@@ -1983,6 +2012,18 @@ export interface components {
             state: "pooled" | "bound" | "revoked";
             /** @description SMBIOS UUID (optional second factor). */
             uuid: string | null;
+        };
+        DevicePageDto: {
+            counts: components["schemas"]["DeviceCountsDto"];
+            /** @description This page, ordered by MAC. */
+            items: components["schemas"]["DeviceDto"][];
+            /**
+             * @description Pass as `after` for the next page; null on the last one.
+             * @example 00:0c:29:b9:8b:2d
+             */
+            next_after: string | null;
+            /** @description Devices matching the filter, across all pages. */
+            total: number;
         };
         DiskDto: {
             /** @description Storage agent id (config/agents.yml key). */
@@ -4043,6 +4084,63 @@ export interface operations {
             };
             /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
             507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+        };
+    };
+    listDevicePage: {
+        parameters: {
+            query?: {
+                /** @description At most this many devices (1-1000). */
+                limit?: number;
+                /** @description The previous page’s next_after. */
+                after?: string;
+                /** @description Only devices in this state. */
+                state?: "all" | "pooled" | "bound" | "revoked";
+                /** @description Only devices with (`claimed`) or without (`none`) a claimed key. */
+                key?: "any" | "claimed" | "none";
+                /** @description Free text: the MAC in any spelling (`000C29`, `00-0c-29`), serial, product, manufacturer or bound worker; case-insensitive. */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DevicePageDto"];
+                };
+            };
+            /** @description Invalid input; the message names the field. Nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Missing or invalid bearer token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Internal error: the message carries an error_id, under which the log has the details. */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -36,6 +36,7 @@ describe('OpenAPI document', () => {
         'GET /boots listBoots',
         'GET /changes waitForChanges',
         'GET /devices listDevices',
+        'GET /devices/page listDevicePage',
         'GET /devices/challenge getDeviceChallenge',
         'GET /devices/registration-window getRegistrationWindow',
         'GET /devices/report reportDevice',

@@ -521,28 +521,49 @@ describe('web UI (Chromium)', () => {
     await shot('operations');
   });
 
-  it('Devices: 10,000 rows stay a windowed table (a few dozen rows in the DOM), search and keyboard work', async () => {
-    const entries = Array.from({ length: 10_000 }, (_, i) => ({ mac: macOf(0x10000 + i), serial: `BULK-${i}` }));
-    const r = await api('POST', '/devices/import', { entries });
-    expect(r.body.created).toHaveLength(10_000);
-    const all = (await api('GET', '/devices')).body.length;
-    expect(all).toBeGreaterThan(10_000);
-    await go('devices');
-    await page.getByText(new RegExp(`^${all} shown$`)).waitFor();
+  it('Devices with 100,000 in the pool: pages and search come from the server, a windowed table, keyboard works (timings printed)', async () => {
+    for (let k = 0; k < 10; k++) {
+      const entries = Array.from({ length: 10_000 }, (_, i) => ({ mac: macOf(0x10000 + k * 10_000 + i), serial: `BULK-${k * 10_000 + i}` }));
+      const r = await api('POST', '/devices/import', { entries });
+      expect(r.body.created).toHaveLength(10_000);
+    }
+    const all = (await api('GET', '/devices/page?limit=1')).body.counts.all as number;
+    expect(all).toBeGreaterThan(100_000);
+    const shown = (n: number, of: number) => page.getByTestId('devices-shown').getByText(`${n.toLocaleString('en-US')} shown of ${of.toLocaleString('en-US')}`, { exact: true });
+    // Usable: from the navigation to the first page of rows and the pool's counts on screen.
+    await go('overview');
+    const t0 = Date.now();
+    await page.goto(`${base}/ui/#/devices`);
+    await shown(200, all).waitFor();
+    await page.getByText(`${all.toLocaleString('en-US')} devices`, { exact: false }).waitFor();
+    const usableMs = Date.now() - t0;
     const inDom = await page.locator('.vrow').count();
     expect(inDom).toBeGreaterThan(5);
     expect(inDom).toBeLessThan(80);
-    // Scrolled to the end, the last device is rendered (the spacers keep the scrollbar true).
+    // The end of the page, then the next one.
     await page.locator('.vbody').evaluate((el) => (el.scrollTop = el.scrollHeight));
-    await page.getByRole('row', { name: new RegExp(macOf(0x10000 + 9999)) }).waitFor();
+    const first = (await api('GET', '/devices/page?limit=400')).body.items as { mac: string }[];
+    await page.getByRole('row', { name: new RegExp(first[199].mac) }).waitFor();
+    await page.getByRole('button', { name: 'More', exact: true }).click();
+    await shown(400, all).waitFor();
+    await page.locator('.vbody').evaluate((el) => (el.scrollTop = el.scrollHeight));
+    await page.getByRole('row', { name: new RegExp(first[399].mac) }).waitFor();
     expect(await page.locator('.vrow').count()).toBeLessThan(80);
-    await page.getByLabel('Search').fill('BULK-4242');
-    await page.getByText(/^1 shown$/).waitFor();
+    // Search: from the last key to the one matching row.
+    const t1 = Date.now();
+    await page.getByLabel('Search').fill('BULK-94242');
+    await shown(1, 1).waitFor();
+    const searchMs = Date.now() - t1;
+    // A MAC in another spelling finds it too.
+    await page.getByLabel('Search').fill(macOf(0x10000 + 94242).replace(/:/g, '').toUpperCase());
+    await page.getByRole('row', { name: new RegExp(macOf(0x10000 + 94242)) }).waitFor();
     // Keyboard: focus the row, Enter opens its panel.
     await page.locator('.vrow').first().focus();
     await page.keyboard.press('Enter');
-    await page.getByRole('region', { name: `Device ${macOf(0x10000 + 4242)}` }).waitFor();
-  });
+    await page.getByRole('region', { name: `Device ${macOf(0x10000 + 94242)}` }).waitFor();
+    // Printed, not asserted (a shared machine's timings are no pass/fail): issue 27 asks < 2 s and < 300 ms.
+    console.log(`Devices page with ${all.toLocaleString('en-US')} devices in Chromium: usable in ${usableMs} ms (goal < 2,000), a search answered on screen in ${searchMs} ms (goal < 300, 150 ms of it the typing pause)`);
+  }, 120_000);
 
   it('is usable on a tablet: navigation moves on top, nothing overflows sideways', async () => {
     const tablet = await browser.newPage({ viewport: { width: 820, height: 1180 }, isMobile: true, hasTouch: true });

@@ -6,7 +6,7 @@ import { ClientIp } from '../common/client-ip.decorator';
 import { BatchBindDto, BatchBindResultDto, BatchPreviewDto, BindQueryDto } from './dto/bind.dto';
 import { DeviceDto } from './dto/device.dto';
 import { ImportDevicesDto, ImportResultDto } from './dto/import-devices.dto';
-import { ListDevicesQueryDto } from './dto/list-devices.dto';
+import { DevicePageDto, DevicePageQueryDto, ListDevicesQueryDto } from './dto/list-devices.dto';
 import { RegisterDeviceDto } from './dto/register-device.dto';
 import { ReportQuery } from './dto/report.dto';
 import { DevicesService } from './devices.service';
@@ -52,6 +52,17 @@ export class DevicesController {
   })
   report(@Query() q: ReportQuery, @ClientIp() client: string): Promise<string> {
     return this.devices.report(q, client);
+  }
+
+  /**
+   * One page of the device pool, filtered and searched here (state, claimed key, free text over
+   * MAC in any spelling, serial, product, manufacturer, bound worker), in MAC order, with the
+   * pool's counts per state: what the web UI reads instead of the whole list.
+   */
+  @ApiErrors(400)
+  @Get('page')
+  page(@Query() q: DevicePageQueryDto): DevicePageDto {
+    return this.devices.page(q);
   }
 
   /** Device pool, optionally filtered by state. */

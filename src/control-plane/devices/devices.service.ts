@@ -6,6 +6,7 @@ import { badRequest, conflict, notFound } from '../../shared/http/api-error';
 import { Clock } from '../common/clock';
 import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
 import { parsePubkey, ParsedKey } from '../common/device-key';
+import { byMac, deviceMatcher, searchText } from '../../shared/device-filter';
 import { cleanReportString, isDeviceMac } from '../../shared/grammars';
 import { normalizeId, normalizeMac } from '../../shared/mac';
 import { AuditService } from '../audit/audit.service';
@@ -26,6 +27,7 @@ import type {
 } from './dto/bind.dto';
 import type { DeviceDto } from './dto/device.dto';
 import type { ImportEntryDto, ImportResultDto } from './dto/import-devices.dto';
+import type { DevicePageDto, DevicePageQueryDto } from './dto/list-devices.dto';
 import type { RegisterDeviceDto } from './dto/register-device.dto';
 import type { ReportQuery } from './dto/report.dto';
 
@@ -248,6 +250,39 @@ export class DevicesService {
     const out: DeviceDto[] = [];
     for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) out.push(this.view(d));
     return out;
+  }
+
+  /**
+   * GET /devices/page: the filter and search of the UI, done here so a browser never downloads a
+   * 100,000-device pool; keyset pages in MAC order (a page stays right while devices come and go).
+   */
+  page(q: DevicePageQueryDto): DevicePageDto {
+    const match = deviceMatcher<DeviceRecord>({ state: q.state, key: q.key, q: q.q }, (d) => {
+      let t = this.searchTexts.get(d);
+      if (t === undefined) this.searchTexts.set(d, (t = searchText(d)));
+      return t;
+    });
+    const counts = { all: 0, pooled: 0, bound: 0, revoked: 0 };
+    const hits: DeviceRecord[] = [];
+    for (const d of this.store.read().devices.values()) {
+      counts.all++;
+      counts[d.state]++;
+      if (match(d) && (q.after === undefined || d.mac > q.after)) hits.push(d);
+    }
+    const limit = q.limit ?? 200;
+    const total = q.after === undefined ? hits.length : this.count(match);
+    // Only the page is sorted in full: the smallest `limit` MACs are taken first.
+    const page = smallest(hits, limit, byMac);
+    return { total, counts, items: page.map((d) => this.view(d)), next_after: hits.length > limit ? page[page.length - 1].mac : null };
+  }
+
+  /** Search text per ledger record (records are replaced, never changed, so it stays true; the WeakMap lets old ones go). */
+  private readonly searchTexts = new WeakMap<DeviceRecord, string>();
+
+  private count(match: (d: DeviceRecord) => boolean): number {
+    let n = 0;
+    for (const d of this.store.read().devices.values()) if (match(d)) n++;
+    return n;
   }
 
   get(rawMac: string): DeviceDto {
@@ -533,4 +568,25 @@ function fingerprintMismatch(d: DeviceRecord, p: BatchPairDto): FingerprintMisma
   cmp('serial', p.serial, d.fingerprint.serial);
   cmp('uuid', p.uuid, d.uuid);
   return fields.length ? { fields } : null;
+}
+
+/** The n smallest items in order: a full sort only when n is not much smaller than the list. */
+function smallest<T>(xs: T[], n: number, cmp: (a: T, b: T) => number): T[] {
+  if (xs.length <= n * 4) return xs.sort(cmp).slice(0, n);
+  // Keep a sorted window of n; most items are bigger than its last and cost one comparison.
+  const out = xs.slice(0, n).sort(cmp);
+  for (let i = n; i < xs.length; i++) {
+    const x = xs[i];
+    if (cmp(x, out[n - 1]) >= 0) continue;
+    let lo = 0;
+    let hi = n - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (cmp(out[mid], x) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    out.splice(lo, 0, x);
+    out.pop();
+  }
+  return out;
 }

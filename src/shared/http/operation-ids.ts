@@ -35,6 +35,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   Boot_challenge: 'getDeviceChallenge',
   Boot_ipxeScript: 'getIpxeScript',
   Devices_list: 'listDevices',
+  Devices_page: 'listDevicePage',
   Devices_register: 'registerDevice',
   Devices_get: 'getDevice',
   Devices_revoke: 'revokeDevice',

@@ -1,27 +1,48 @@
 import { BootTimeline } from '../ui/boot-timeline';
-import { useMemo, useState } from 'preact/hooks';
-import { api, call, type Device } from '../api';
-import { countByState, filterDevices } from '../lib/devices';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { api, call, type Device, type Schemas } from '../api';
 import { countdown, hashPrefix, relativeTime } from '../lib/format';
 import { parseImport, parsePairs, type ParseError } from '../lib/paste';
 import { windowView } from '../lib/window';
 import { Badge, type Column, confirmAction, ErrorBox, Field, notify, Outcome, Panel, VirtualTable } from '../ui/components';
-import { useAction, useNow, useResource } from '../ui/hooks';
+import { useAction, useDebounced, useNow, useResource } from '../ui/hooks';
 
 type Dialog = null | 'register' | 'import' | 'batch';
+type Filter = { state: '' | 'pooled' | 'bound' | 'revoked'; key: '' | 'claimed' | 'none'; q: string };
+
+/** Rows fetched first, and added by each "More". */
+const PAGE = 200;
+
+/**
+ * The first `want` devices matching the filter, from GET /devices/page (filtered, searched and
+ * ordered by the control plane: a 100,000-device pool never comes to the browser whole).
+ */
+async function loadDevices(f: Filter, want: number): Promise<Schemas['DevicePageDto']> {
+  const query = { state: f.state || 'all', key: f.key || 'any', ...(f.q.trim() ? { q: f.q.trim() } : {}) } as const;
+  let page = await call(api.GET('/devices/page', { params: { query: { ...query, limit: Math.min(1000, want) } } }));
+  const items = [...page.items];
+  while (items.length < want && page.next_after) {
+    page = await call(api.GET('/devices/page', { params: { query: { ...query, limit: Math.min(1000, want - items.length), after: page.next_after } } }));
+    items.push(...page.items);
+  }
+  return { ...page, items, total: page.total };
+}
 
 export function DevicesPage() {
-  const devices = useResource(() => call(api.GET('/devices', {})), [], ['ledger', 'audit', 'boots'], 3000);
-  const [state, setState] = useState('');
-  const [key, setKey] = useState<'' | 'claimed' | 'none'>('');
+  const [state, setState] = useState<Filter['state']>('');
+  const [key, setKey] = useState<Filter['key']>('');
   const [q, setQ] = useState('');
+  const query = useDebounced(q, 150);
+  const [want, setWant] = useState(PAGE);
+  useEffect(() => setWant(PAGE), [state, key, query]);
+  const devices = useResource(() => loadDevices({ state, key, q: query }, want), [state, key, query, want], ['ledger', 'boots'], 3000);
   const [sel, setSel] = useState<string | null>(null);
   const [dialog, setDialog] = useState<Dialog>(null);
   const now = useNow(5000);
-  const list = devices.data ?? [];
-  const rows = useMemo(() => filterDevices(list, { state, q, key }), [list, state, q, key]);
-  const counts = useMemo(() => countByState(list), [list]);
-  const selected = sel ? list.find((d) => d.mac === sel) : undefined;
+  const page = devices.data;
+  const rows = page?.items ?? [];
+  const counts = page?.counts ?? { all: 0, pooled: 0, bound: 0, revoked: 0 };
+  const selected = sel ? rows.find((d) => d.mac === sel) : undefined;
 
   const columns: Column<Device>[] = [
     { key: 'mac', title: 'MAC', width: '150px', render: (d) => <code>{d.mac}</code> },
@@ -40,7 +61,7 @@ export function DevicesPage() {
       <header class="page-head">
         <h1>Devices</h1>
         <span class="muted">
-          {list.length} devices · {counts.pooled} pooled · {counts.bound} bound · {counts.revoked} revoked
+          {counts.all.toLocaleString('en-US')} devices · {counts.pooled.toLocaleString('en-US')} pooled · {counts.bound.toLocaleString('en-US')} bound · {counts.revoked.toLocaleString('en-US')} revoked
         </span>
         <span class="grow" />
         <button type="button" onClick={() => setDialog('register')}>
@@ -63,7 +84,7 @@ export function DevicesPage() {
       {dialog === 'batch' && <BatchBind onClose={() => setDialog(null)} onDone={() => void devices.reload()} />}
       <div class="filters" role="search">
         <Field label="State">
-          <select value={state} onChange={(e) => setState(e.currentTarget.value)} name="state">
+          <select value={state} onChange={(e) => setState(e.currentTarget.value as Filter['state'])} name="state">
             <option value="">all</option>
             <option value="pooled">pooled</option>
             <option value="bound">bound</option>
@@ -80,7 +101,14 @@ export function DevicesPage() {
         <Field label="Search">
           <input type="search" name="q" placeholder="MAC, serial, product, worker" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
         </Field>
-        <span class="muted">{rows.length} shown</span>
+        <span class="muted" data-testid="devices-shown">
+          {page ? `${rows.length.toLocaleString('en-US')} shown of ${page.total.toLocaleString('en-US')}` : 'loading…'}
+        </span>
+        {page?.next_after && (
+          <button type="button" onClick={() => setWant(rows.length + PAGE)} disabled={devices.loading}>
+            More
+          </button>
+        )}
       </div>
       <div class="split">
         <VirtualTable label="devices" rows={rows} columns={columns} rowKey={(d) => d.mac} onOpen={(d) => setSel(d.mac)} selected={sel} />

@@ -77,6 +77,16 @@ export function useResource<T>(load: () => Promise<T>, deps: unknown[], topics: 
   return { data, error, loading, reload };
 }
 
+/** `value`, once it has stayed the same for `ms` (a search box asks the server per pause, not per key). */
+export function useDebounced<T>(value: T, ms: number): T {
+  const [v, setV] = useState(value);
+  useEffect(() => {
+    const t = setTimeout(() => setV(value), ms);
+    return () => clearTimeout(t);
+  }, [value, ms]);
+  return v;
+}
+
 /** The current time, ticking every `ms` (countdowns, relative times). */
 export function useNow(ms = 1000): number {
   const [now, setNow] = useState(Date.now());
