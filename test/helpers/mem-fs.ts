@@ -26,9 +26,17 @@ export class MemFs extends FileSystem {
     return this.files.get(f) ?? null;
   }
   override statSync(f: string): FileStamp | null {
+    return this.stampOf(f);
+  }
+  private stampOf(f: string): FileStamp | null {
     const v = this.files.get(f);
     return v === undefined ? null : { mtimeMs: this.stamps.get(f)!, size: v.length, ino: 1 };
   }
+  override async stat(f: string): Promise<FileStamp | null> {
+    this.asyncStats++;
+    return this.stampOf(f);
+  }
+  asyncStats = 0;
   override mkdirpSync() {}
   override lockSync() {
     return null;

@@ -242,3 +242,33 @@ describe('LedgerRepository', () => {
     expect(fs.files.get('/s/devices.yml')).not.toContain('ghost');
   });
 });
+
+describe('LedgerRepository reads under load', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+
+  it('reads closer together than 200 ms never stat the files on the event loop; a hand edit is still merged by a later read', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => {
+      tx.workers.set('w1', worker('w1'));
+      tx.devices.set(M1, device(M1, 'w1'));
+    });
+    await store.checkpoint();
+    const sync = jest.spyOn(fs, 'statSync');
+    const tick = () => new Promise((r) => setTimeout(r, 2));
+    // A storm: a read every few ms for 700 ms.
+    const end = performance.now() + 700;
+    while (performance.now() < end) {
+      store.read();
+      await tick();
+    }
+    expect(sync.mock.calls.length).toBeLessThanOrEqual(2); // at most the first, idle read's check
+    expect(fs.asyncStats).toBeGreaterThanOrEqual(4); // every 200 ms, off the loop
+    // An operator adds a device by hand in the middle of the storm.
+    fs.files.set('/s/devices.yml', (fs.files.get('/s/devices.yml') ?? '') + `  "${M2}": {"state":"pooled"}\n`);
+    fs.stamps.set('/s/devices.yml', 999_999);
+    let seen = false;
+    for (const stop = performance.now() + 2000; !seen && performance.now() < stop; await tick()) seen = store.read().devices.get(M2) !== undefined;
+    expect(seen).toBe(true);
+    sync.mockRestore();
+  });
+});

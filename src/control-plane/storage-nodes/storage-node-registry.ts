@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { isMap, LineCounter, parseDocument, stringify } from 'yaml';
 import { AGENT_NAME, isAddress, normalizeAddress, TOKEN } from '../../shared/grammars';
 import { AppConfig } from '../config/app-config';
-import { FileSystem, FileStamp } from '../../shared/files/file-system';
+import { FileSystem, FileStamp, sameStamp } from '../../shared/files/file-system';
 import { LedgerFileError } from '../../shared/files/ledger-map';
 
 export interface AgentRecord {
@@ -134,19 +134,51 @@ export class StorageNodeRegistry implements OnModuleInit {
     return this.rev;
   }
 
+  /**
+   * Hand edits of agents.yml, looked for at most every 500 ms: after 500 ms without a call the
+   * first call checks synchronously (off the hot path); under load (/boot-vars in a storm) the
+   * file is stat'ed off the event loop instead and a change is loaded by the call after the stat.
+   */
   private refresh(): void {
     const now = performance.now();
-    if (now - this.lastCheck > 500) {
+    const idle = now - this.lastCall > 500;
+    this.lastCall = now;
+    if (this.editSeen !== undefined) {
+      const st = this.editSeen;
+      this.editSeen = undefined;
+      this.apply(st);
+    } else if (now - this.lastCheck > 500) {
       this.lastCheck = now;
-      const st = this.fs.statSync(this.file);
-      if (st?.mtimeMs !== this.stamp?.mtimeMs || st?.size !== this.stamp?.size || st?.ino !== this.stamp?.ino) {
-        try {
-          this.load();
-        } catch {
-          // A broken hand edit keeps the last good registry; writes will overwrite it.
-          this.stamp = st;
-        }
-      }
+      if (idle) this.apply(this.fs.statSync(this.file));
+      else void this.statFile();
+    }
+  }
+
+  private lastCall = 0;
+  /** A stamp statFile found different from the loaded one (undefined: none pending). */
+  private editSeen: FileStamp | null | undefined = undefined;
+  private statting = false;
+
+  private async statFile(): Promise<void> {
+    if (this.statting) return;
+    this.statting = true;
+    try {
+      const st = await this.fs.stat(this.file);
+      if (!sameStamp(st, this.stamp)) this.editSeen = st;
+    } catch {
+      // unreadable now: the next synchronous check says so
+    } finally {
+      this.statting = false;
+    }
+  }
+
+  private apply(st: FileStamp | null): void {
+    if (sameStamp(st, this.stamp)) return;
+    try {
+      this.load();
+    } catch {
+      // A broken hand edit keeps the last good registry; writes will overwrite it.
+      this.stamp = st;
     }
   }
 

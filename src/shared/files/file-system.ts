@@ -73,6 +73,17 @@ export class FileSystem {
     }
   }
 
+  /** statSync without blocking the event loop (the boot path's checks for hand edits). */
+  async stat(file: string): Promise<FileStamp | null> {
+    try {
+      const st = await fsp.stat(file);
+      return { mtimeMs: st.mtimeMs, size: st.size, ino: st.ino };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+  }
+
   mkdirpSync(dir: string): void {
     fs.mkdirSync(dir, { recursive: true });
   }

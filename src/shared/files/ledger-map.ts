@@ -108,6 +108,12 @@ export class LedgerMap<T extends object> {
     return r.value;
   }
 
+  /** Whether a stamp taken of the file (asynchronously) says it changed since our last load or write. */
+  differs(st: FileStamp | null): boolean {
+    if (sameStamp(st, this.stamp)) return false;
+    return !(this.corrupt && this.corruptStamp && sameStamp(st, this.corruptStamp));
+  }
+
   /** Has someone written the file since our last load or write? Reads and parses it if so. */
   checkFile(): FileCheck<T> {
     const st = this.fs.statSync(this.file);
