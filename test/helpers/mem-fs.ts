@@ -15,6 +15,10 @@ export class MemFs extends FileSystem {
       throw Object.assign(new Error(`ENOSPC: no space left on device, write '${f}'`), { code: 'ENOSPC', path: f });
     }
   }
+  /** A write from outside the code under test (an operator's hand edit). */
+  handEdit(f: string, d: string): void {
+    this.put(f, d);
+  }
   private put(f: string, d: string): void {
     this.files.set(f, d);
     this.stamps.set(f, ++this.seq);

@@ -24,14 +24,19 @@ describe('revisions of the boot answer inputs', () => {
     expect(agents.capsRevision).toBe(r1 + 1);
   });
 
-  it('every credential change and every push note bumps the credential revision', async () => {
+  it('every credential change and every push note that changes something bumps the credential revision; a no-op leaves the cache alone', async () => {
     const store = new FileCredentialRepository({ stateDir: '/s', checkpointMs: 0 } as never, new MemFs());
     const r0 = store.revision;
     await store.change((d) => {
       d.removals.push({ hostnqn: 'h', agent: 'a', attempts: 0, next_attempt_at: null } as never);
     });
     expect(store.revision).toBe(r0 + 1);
+    await store.note((d) => {
+      d.removals[0].attempts = 1;
+    });
+    expect(store.revision).toBe(r0 + 2);
     await store.note(() => undefined);
+    await store.change(() => undefined);
     expect(store.revision).toBe(r0 + 2);
   });
 });

@@ -264,8 +264,7 @@ describe('LedgerRepository reads under load', () => {
     expect(sync.mock.calls.length).toBeLessThanOrEqual(2); // at most the first, idle read's check
     expect(fs.asyncStats).toBeGreaterThanOrEqual(4); // every 200 ms, off the loop
     // An operator adds a device by hand in the middle of the storm.
-    fs.files.set('/s/devices.yml', (fs.files.get('/s/devices.yml') ?? '') + `  "${M2}": {"state":"pooled"}\n`);
-    fs.stamps.set('/s/devices.yml', 999_999);
+    fs.handEdit('/s/devices.yml', (fs.files.get('/s/devices.yml') ?? '') + `  "${M2}": {"state":"pooled"}\n`);
     let seen = false;
     for (const stop = performance.now() + 2000; !seen && performance.now() < stop; await tick()) seen = store.read().devices.get(M2) !== undefined;
     expect(seen).toBe(true);
