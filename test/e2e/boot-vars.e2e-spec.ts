@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BootService } from '../../src/control-plane/boot/boot.service';
 import { itFiles, startApp, TestApp } from '../helpers/app';
+import { until } from '../helpers/poll';
 
 const EMPTY = '#!ipxe\n# no per-worker boot vars found\n';
 
@@ -93,8 +94,12 @@ describe('GET /boot-vars (section 5)', () => {
         '{"agent":"a1","iqn":"iqn.2026-08.com.other:worker-01.ubuntu","filename":"worker-01.ubuntu.img","backing":"/x/worker-01.ubuntu.img","os":"ubuntu","source":{"type":"empty","size":"1G"}}]',
     );
     fs.writeFileSync(file, text);
-    await new Promise((r) => setTimeout(r, 250));
-    expect((await get('?hostname=worker-01&format=json')).body).toMatchObject({ base_iqn: 'iqn.2026-07.com.controller', menu_default: 'reboot' });
+    // Hand edits are looked for at most every 200 ms (off the event loop under load): poll.
+    const edited = await until(async () => {
+      const b = (await get('?hostname=worker-01&format=json')).body;
+      return b.base_iqn === 'iqn.2026-07.com.controller' ? b : null;
+    }, 5_000);
+    expect(edited).toMatchObject({ base_iqn: 'iqn.2026-07.com.controller', menu_default: 'reboot' });
     const set = await t.req('PUT', '/workers/worker-01/default-os', { os: 'ubuntu' });
     expect(set.status).toBe(200);
     const r = await get('?mac=000c29b98b2d&hostname=worker-01');
@@ -152,13 +157,13 @@ describe('GET /boot-vars (section 5)', () => {
     const agents = (server: string, tag: string) =>
       fs.writeFileSync(path.join(t.dir, 'config/agents.yml'), `agents:\n  a1:\n    base_url: http://127.0.0.1:9\n    iscsi_server: ${server}\n    role: { disk: true, cd: false }\n    tags: [${tag}]\n    enabled: true\n`);
     agents('10.0.0.5', 'stgt');
-    await new Promise((r) => setTimeout(r, 600));
     const q = '?mac=000c29b98b2d&hostname=worker-01&format=json';
-    expect((await get(q)).body).toMatchObject({ iscsi_server: '10.0.0.5', iscsi_sep: ':::1:' });
+    // The registry looks at the file at most every 500 ms, off the event loop under load: poll.
+    const server = async (ip: string) => until(async () => ((await get(q)).body.iscsi_server === ip ? (await get(q)).body : null), 5_000);
+    expect(await server('10.0.0.5')).toMatchObject({ iscsi_server: '10.0.0.5', iscsi_sep: ':::1:' });
     expect((await get(q)).body).toMatchObject({ iscsi_server: '10.0.0.5' }); // now from the cache
     agents('10.0.0.6', 'lio');
-    await new Promise((r) => setTimeout(r, 600)); // the registry looks at the file at most every 500 ms
-    expect((await get(q)).body).toMatchObject({ iscsi_server: '10.0.0.6', iscsi_sep: '::::' });
+    expect(await server('10.0.0.6')).toMatchObject({ iscsi_server: '10.0.0.6', iscsi_sep: '::::' });
     // And a ledger change (the default disk's os) right after a cached answer.
     await t.req('PUT', '/workers/worker-01/default-os', { os: 'debian' });
     expect((await get('?mac=000c29b98b2d&hostname=worker-01')).text).toContain('set menu-default debian');

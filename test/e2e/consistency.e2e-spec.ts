@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse } from 'yaml';
 import { dhcpLines, itFiles, macOf, startApp, tempDir, TestApp } from '../helpers/app';
+import { until } from '../helpers/poll';
 
 /** Deterministic PRNG so a failure reproduces. */
 function rng(seed: number) {
@@ -134,8 +135,11 @@ describe('ledger consistency', () => {
         '',
       ].join('\n'),
     );
-    await new Promise((r) => setTimeout(r, 300));
-    const d = (await t.req('GET', '/devices/00:0c:29:b9:8b:2d')).body;
+    // Hand edits are looked for at most every 200 ms, off the event loop under load: poll.
+    const d = await until(async () => {
+      const r = await t.req('GET', '/devices/00:0c:29:b9:8b:2d');
+      return r.status === 200 ? r.body : null;
+    }, 5_000);
     expect(d).toMatchObject({ state: 'pooled', uuid: '4c4c4544-0001', first_seen: '2026-08-15T10:00:00+08:00' });
     expect(d.fingerprint).toMatchObject({ manufacturer: 'ASUSTeK COMPUTER INC.', mem_total: 32768, serial: null });
     // A mutation after the edit keeps it and rewrites the file in the canonical layout.
@@ -178,8 +182,9 @@ describe('ledger consistency', () => {
       { id: 'st1', base_url: 'http://10.0.0.11:4840', iscsi_server: '10.0.0.11', role: { disk: true, cd: false }, enabled: true, tags: [] },
     ]);
     fs.writeFileSync(file, 'agents:\n  st2:\n    base_url: https://storage-2\n    enabled: false\n');
-    await new Promise((r) => setTimeout(r, 600));
-    expect((await t.req('GET', '/agents?live=false')).body.map((a: any) => [a.id, a.enabled])).toEqual([['st2', false]]);
+    const ids = async () => (await t.req('GET', '/agents?live=false')).body.map((a: any) => [a.id, a.enabled]);
+    await until(async () => (await ids())[0]?.[0] === 'st2', 5_000);
+    expect(await ids()).toEqual([['st2', false]]);
   });
 
   itFiles('a hand edit that breaks the file at runtime blocks mutations with a clear 500 until fixed', async () => {

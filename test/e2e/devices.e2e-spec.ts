@@ -1,4 +1,5 @@
 import { startApp, TestApp } from '../helpers/app';
+import { until } from '../helpers/poll';
 
 describe('devices (section 16)', () => {
   let t: TestApp;
@@ -41,7 +42,7 @@ describe('devices (section 16)', () => {
       expect(d.first_seen).toMatch(/^\d{4}-\d\d-\d\dT/);
       expect(d.last_seen).toBe(d.first_seen);
       // The pool entry reaches the disk (coalesced flush) and the audit trail.
-      await new Promise((r) => setTimeout(r, 200));
+      await until(async () => t.read('state/devices.yml').includes('"00:0c:29:b9:8b:2d"'), 5_000);
       expect(t.read('state/devices.yml')).toContain('"00:0c:29:b9:8b:2d"');
       const ops = (await t.req('GET', '/operations?mac=000c29b98b2d')).body.entries;
       expect(ops.map((e: any) => e.op)).toEqual(['device.register']);

@@ -24,7 +24,8 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
     let dir: string;
     let dnsmasq: ChildProcess;
     const log = () => (fs.existsSync(path.join(dir, 'dnsmasq.log')) ? fs.readFileSync(path.join(dir, 'dnsmasq.log'), 'utf8') : '');
-    const reads = () => log().split('\n').filter((l) => l.includes(`read ${path.join(dir, 'dnsmasq/dhcp-hosts.conf')}`)).length;
+    // Only reads that succeeded ("read FILE"), not "cannot read FILE".
+    const reads = () => log().split('\n').filter((l) => l.endsWith(`]: read ${path.join(dir, 'dnsmasq/dhcp-hosts.conf')}`)).length;
 
     beforeAll(async () => {
       dir = tempDir();
@@ -37,7 +38,7 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
       ip('-n', ns, 'link', 'set', 'kv0', 'up');
       ip('-n', ns, 'link', 'set', 'kv1', 'up');
       dnsmasq = spawn('ip', [
-        'netns', 'exec', ns, 'dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--port=0',
+        'netns', 'exec', ns, 'dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--user=root', '--port=0',
         '--interface=kv0', '--bind-interfaces', '--dhcp-range=10.231.0.50,10.231.0.60,12h',
         `--dhcp-hostsfile=${path.join(dir, 'dnsmasq/dhcp-hosts.conf')}`, `--pid-file=${path.join(dir, 'dnsmasq.pid')}`,
         `--log-facility=${path.join(dir, 'dnsmasq.log')}`, `--dhcp-leasefile=${path.join(dir, 'leases')}`,
@@ -56,17 +57,20 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
 
     it('reloads dnsmasq after each binding change and dnsmasq accepts every line', async () => {
       t = await startApp({ IPXE_CP_DNSMASQ_RELOAD: `pidfile:${path.join(dir, 'dnsmasq.pid')}` }, { dir });
-      await t.req('POST', '/devices/import', { entries: [{ mac: '02:00:00:00:00:01' }, { mac: '02:00:00:00:00:02' }] });
+      await t.req('POST', '/devices/import', { entries: [{ mac: '02:00:00:00:00:01' }, { mac: '02:00:00:00:00:02' }, { mac: '02:00:00:00:00:03' }] });
       const r0 = reads();
       expect((await t.req('POST', '/workers', { worker_id: 'lab_pc.1', mac: '02:00:00:00:00:01' })).status).toBe(201);
       await waitFor(() => reads() === r0 + 1, 'reload after create');
       expect((await t.req('POST', '/workers/batch', { count: 1, name_prefix: 'pc-', macs: ['02:00:00:00:00:02'] })).status).toBe(200);
       await waitFor(() => reads() === r0 + 2, 'reload after batch');
-      // No change, no reload.
+      // No change, no reload. A mutation answers after its SIGHUP went out, so a real change
+      // after the no-op is a barrier: the next read is the change's (the command test below
+      // counts reloads exactly).
       await t.req('POST', '/devices/02:00:00:00:00:01/bind?worker_id=lab_pc.1');
-      await sleep(300);
-      expect(reads()).toBe(r0 + 2);
       expect(t.read('dnsmasq/dhcp-hosts.conf')).toBe('02:00:00:00:00:01,lab_pc.1\n02:00:00:00:00:02,pc-01\n');
+      expect((await t.req('POST', '/workers', { worker_id: 'lab_pc.3', mac: '02:00:00:00:00:03' })).status).toBe(201);
+      await waitFor(() => reads() >= r0 + 3, 'reload after the barrier');
+      expect(reads()).toBe(r0 + 3);
       expect(log()).not.toMatch(/bad|illegal|error/i);
     });
   });
@@ -99,6 +103,9 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
     const start = count(); // start-up sync may reload once
     await t.req('POST', '/devices/import', { entries: [1, 2, 3].map((i) => ({ mac: `02:00:00:00:00:0${i}` })) });
     await t.req('POST', '/workers/batch', { count: 3, macs: ['02:00:00:00:00:01', '02:00:00:00:00:02', '02:00:00:00:00:03'] });
+    expect(count()).toBe(start + 1);
+    // A mutation answers after its reload ran: a no-op (the same binding again) ran none.
+    expect((await t.req('POST', '/devices/02:00:00:00:00:01/bind?worker_id=worker-01')).status).toBe(200);
     expect(count()).toBe(start + 1);
     await t.req('POST', '/workers/delete/batch', { worker_ids: ['worker-01', 'worker-02', 'worker-03'] });
     expect(count()).toBe(start + 2);

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { itFiles, startApp, tempDir, TestApp } from '../helpers/app';
+import { until } from '../helpers/poll';
 
 /** Regression tests for what fuzzing both specs found (issue 8): every byte from outside is hostile. */
 
@@ -71,12 +72,14 @@ describe('hostile input at every boundary', () => {
     const writeWorker = (d: object) =>
       fs.writeFileSync(path.join(t.dir, 'state/workers.yml'), `workers:\n  "w1": ${JSON.stringify({ worker_id: 'w1', hostname: 'w1', state: 'ready', disks: [d], default_os: 'ubuntu', boot: {} })}\n`);
     writeWorker(disk);
-    await new Promise((r) => setTimeout(r, 600));
+    // Hand edits are looked for at most every 200/500 ms, off the event loop under load: poll.
+    const answer = (want: string) => until(async () => ((await t.req('GET', `/boot-vars?mac=${MAC}&hostname=w1`)).text.includes(want) ? true : null), 5_000);
+    await answer('set iscsi-server 10.0.0.12');
     const good = await t.req('GET', `/boot-vars?mac=${MAC}&hostname=w1`);
     expect(good.text).toBe('#!ipxe\n# boot vars for w1\nset base-iqn iqn.2026-07.com.x\nset iscsi-server 10.0.0.12\nset iscsi-sep :::1:\nset menu-default ubuntu\nset menu-timeout 5000\n');
 
     writeWorker({ ...disk, iqn: `iqn.2026-07.com.x\nchain http://127.0.0.1:6899/evil:w1.ubuntu` });
-    await new Promise((r) => setTimeout(r, 300));
+    await answer('boot vars refused');
     for (let i = 0; i < 3; i++) {
       const r = await t.req('GET', `/boot-vars?mac=${MAC}&hostname=w1`);
       expect(r.status).toBe(200);

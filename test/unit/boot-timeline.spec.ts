@@ -22,6 +22,16 @@ describe('boot timeline: sessions assembled from stage events', () => {
     expect(outcomeOf(t.sessions[0], false, 60_000, STUCK)).toBe('booted');
   });
 
+  it('two reports within one millisecond begin two boots with distinct start times, in order', () => {
+    const t = new BootTimeline(MAC, 20);
+    t.apply(ev(100, 'report'));
+    t.apply(ev(100, 'vars', { answer: 'reboot' }));
+    t.apply(ev(100, 'report'));
+    t.apply(ev(99, 'report')); // a clock step back changes nothing either
+    expect(t.sessions.map((s) => s.started)).toEqual([100, 101, 102]);
+    expect(t.sessions[2].stages).toEqual([{ stage: 'report', at: 102 }]);
+  });
+
   it('only a report begins a boot: a stage with no boot to extend, or seen twice, is dropped (a /boot-vars asked by hand is no boot)', () => {
     const t = new BootTimeline(MAC, 20);
     expect(t.apply(ev(0, 'vars', disk))).toBeNull();

@@ -209,7 +209,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
         out.push({ session: s, outcome, looping: !!t.looping });
       }
     }
-    out.sort((a, b) => b.session.started - a.session.started || (a.session.mac < b.session.mac ? -1 : 1));
+    out.sort((a, b) => b.session.started - a.session.started || (a.session.mac < b.session.mac ? -1 : a.session.mac > b.session.mac ? 1 : 0));
     return out.slice(0, q.limit);
   }
 

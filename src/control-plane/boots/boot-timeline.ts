@@ -122,6 +122,10 @@ export class BootTimeline {
   }
 
   private begin(e: BootEvent): BootSession {
+    // Two boots of one MAC within a millisecond (a report retried at once) still get distinct,
+    // ordered start times: the session id and the newest-first order depend on it.
+    const prev = this.sessions[this.sessions.length - 1];
+    if (prev && e.at <= prev.started) e = { ...e, at: prev.started + 1 };
     const s: BootSession = { mac: this.mac, started: e.at, stages: [], reached: 0, last: e.at, ...(e.worker ? { worker: e.worker } : {}) };
     this.sessions.push(s);
     if (this.sessions.length > this.keep) this.sessions.shift();
