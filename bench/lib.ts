@@ -132,10 +132,19 @@ export async function startProcess(
   env: Record<string, string>,
   url: string,
   nodeArgs: string[] = [],
+  onStdoutLine?: (line: string) => void,
 ): Promise<{ proc: ChildProcess; ms: number }> {
   const t0 = performance.now();
   const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...nodeArgs, script]] : [process.execPath, [...nodeArgs, script]];
-  const proc = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const proc = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', onStdoutLine ? 'pipe' : 'ignore', 'inherit'] });
+  if (onStdoutLine) {
+    let rest = '';
+    proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      const lines = (rest + chunk).split('\n');
+      rest = lines.pop()!;
+      for (const l of lines) onStdoutLine(l);
+    });
+  }
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`${script} exited with ${proc.exitCode}`);
     try {
@@ -145,6 +154,12 @@ export async function startProcess(
     }
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** Runs any program on the servers' CPU (pinned like startProcess). */
+export function spawnPinned(cmd: string, args: string[]): ChildProcess {
+  const [c, argv] = PIN ? ['taskset', ['-c', '1', cmd, ...args]] : [cmd, args];
+  return spawn(c, argv, { stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
 export function stop(proc: ChildProcess): Promise<void> {

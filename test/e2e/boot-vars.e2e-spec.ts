@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BootService } from '../../src/control-plane/boot/boot.service';
+import { EncodedAnswer } from '../../src/control-plane/boot/encoded-answer';
 import { itFiles, startApp, TestApp } from '../helpers/app';
 import { until } from '../helpers/poll';
 
@@ -75,7 +76,7 @@ describe('GET /boot-vars (section 5)', () => {
     const before = t.snapshot();
     const pooled = await get('?mac=00:0c:29:b9:8b:2e');
     expect(pooled.text).toBe(
-      '#!ipxe\n# boot vars for 00:0c:29:b9:8b:2e (pooled, waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 2\n',
+      '#!ipxe\n# boot vars for a pooled device (waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 2\n',
     );
     expect((await get('?mac=00:0c:29:b9:8b:77&format=json')).body).toEqual({ menu_default: 'reboot', menu_timeout: 2 });
     expect(t.snapshot()).toEqual(before);
@@ -134,8 +135,43 @@ describe('GET /boot-vars (section 5)', () => {
     // worker-01's device unbound: its answer goes, and nothing else was rendered again.
     const before = stats.misses;
     expect((await t.req('DELETE', '/devices/00:0c:29:b9:8b:2d/bind')).status).toBe(200);
-    expect((await get(a)).text).toBe('#!ipxe\n# boot vars for 00:0c:29:b9:8b:2d (pooled, waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 1\n');
+    expect((await get(a)).text).toBe('#!ipxe\n# boot vars for a pooled device (waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 1\n');
     expect(stats.misses - before).toBe(1);
+  });
+
+  it('unknown MACs share one answer and take no cache slot; pooled devices share one encoded answer; a hit is the cached bytes', async () => {
+    await seed({ IPXE_CP_AUTO_REGISTER: 'false' });
+    const svc = t.app.get(BootService);
+    await t.req('POST', '/devices', { mac: '00:0c:29:b9:8b:41' });
+    await t.req('POST', '/devices', { mac: '00:0c:29:b9:8b:42' });
+    await get('?mac=00:0c:29:b9:8b:2d'); // the cache's generation begins
+    const held = svc.cachedAnswers;
+    const unknown: unknown[] = [];
+    for (let i = 0; i < 50; i++) unknown.push(svc.bootVars(`02:99:00:00:00:${String(i).padStart(2, '0')}`));
+    expect(unknown.every((a) => a === unknown[0])).toBe(true);
+    expect(unknown[0]).toBeInstanceOf(EncodedAnswer);
+    expect((unknown[0] as EncodedAnswer).bytes.toString()).toBe('#!ipxe\n# no per-worker boot vars found\n');
+    expect(svc.cachedAnswers).toBe(held);
+    expect((await get('?mac=02:99:00:00:00:01')).text).toBe('#!ipxe\n# no per-worker boot vars found\n');
+    expect((await get('?mac=02:99:00:00:00:01&format=json')).body).toEqual({});
+    // Two pooled devices: one encoded answer between them, each hit that very object.
+    const p1 = svc.bootVars('00:0c:29:b9:8b:41');
+    const p2 = svc.bootVars('00:0c:29:b9:8b:42');
+    expect(p2).toBe(p1);
+    expect(svc.bootVars('00:0c:29:b9:8b:41')).toBe(p1);
+    expect((p1 as EncodedAnswer).headers).toEqual(['cache-control', 'no-store', 'content-type', 'text/plain; charset=utf-8', 'content-length', String((p1 as EncodedAnswer).bytes.length)]);
+    const r = await get('?mac=00:0c:29:b9:8b:42');
+    expect(r.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(r.headers['cache-control']).toBe('no-store');
+    expect(r.text).toBe((p1 as EncodedAnswer).bytes.toString());
+    // A JSON hit keeps its media type.
+    await get('?mac=00:0c:29:b9:8b:2d&format=json');
+    const j = await get('?mac=00:0c:29:b9:8b:2d&format=json');
+    expect(j.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(j.body).toMatchObject({ menu_default: expect.any(String) });
+    // A registration of a MAC that got the shared empty answer: its next answer is its own.
+    await t.req('POST', '/devices', { mac: '02:99:00:00:00:01' });
+    expect((await get('?mac=02:99:00:00:00:01')).text).toBe((p1 as EncodedAnswer).bytes.toString());
   });
 
   it('400 for a malformed MAC or an unknown format', async () => {

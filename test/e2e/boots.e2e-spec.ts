@@ -147,7 +147,7 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
 
     await t.req('POST', '/devices', { mac: MAC });
     await pub(`/devices/report?mac=${MAC}`);
-    expect((await pub(`/boot-vars?mac=${MAC}`)).text).toContain('pooled, waiting to be bound');
+    expect((await pub(`/boot-vars?mac=${MAC}`)).text).toContain('a pooled device (waiting to be bound');
     expect((await boots(`?mac=${MAC}`))[0].outcome).toBe('waiting');
     now += 1000;
     await t.req('POST', '/workers', { worker_id: 'seat-04', mac: MAC });

@@ -526,7 +526,7 @@ describe('two control planes on one PostgreSQL', () => {
       expect([stats.hits - h0, stats.misses - m0]).toEqual([2, 0]);
       // a unbinds the first device: b renders that one again, and only that one.
       expect((await na.req('DELETE', `/devices/${macs[0]}/bind`)).status).toBe(200);
-      await seen(macs[0], 'pooled, waiting to be bound');
+      await seen(macs[0], 'a pooled device (waiting to be bound');
       const m1 = stats.misses;
       expect((await nb.req('GET', `/boot-vars?mac=${macs[1]}`)).text).toContain('boot vars for cw1');
       expect(stats.misses).toBe(m1);

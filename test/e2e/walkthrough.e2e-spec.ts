@@ -89,7 +89,7 @@ describe('README: npm start and the walk-through', () => {
     });
     if (run.status !== 0) throw new Error(`walk-through failed (${run.status}): ${run.stderr}\n${run.stdout.slice(-3000)}`);
     // What the walk-through promises along the way.
-    expect(run.stdout).toContain('# boot vars for 00:0c:29:b9:8b:00 (pooled, waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 1\n');
+    expect(run.stdout).toContain('# boot vars for a pooled device (waiting to be bound to a worker)\nset menu-default reboot\nset menu-timeout 1\n');
     expect(run.stdout).toMatch(/set base-iqn iqn\.2026-07\.com\.controller\nset iscsi-server 192\.168\.80\.3\nset iscsi-sep :::1:\nset username worker-00\nset password [A-Za-z0-9_-]{24}\nset menu-default ubuntu\nset menu-timeout 5000\n/);
     expect(run.stdout).toMatch(/"dnsmasq":\{"hostname":"worker-00","mac":"00:0c:29:b9:8b:00"\}/);
     expect(run.stdout).toContain('{"deleted":"worker-00","delete_disk":false,"dnsmasq_removed":true}');

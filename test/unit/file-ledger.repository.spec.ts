@@ -195,6 +195,32 @@ describe('LedgerRepository', () => {
     expect(fs.files.get('/s/devices.yml')).toContain(M2);
   });
 
+  it('last_seen moved in place (a report of the same machine) survives a hand edit of another record; a hand edit of its own facts wins', async () => {
+    const { fs, store } = await setup();
+    await store.commit((tx) => {
+      tx.devices.set(M1, device(M1, null, 'old'));
+      tx.devices.set(M2, device(M2, null, 'old'));
+    });
+    await store.checkpoint();
+    const d1 = store.devices.get(M1)!;
+    store.devices.touchInPlace(M1, d1, (r) => (r.last_seen = 'new'));
+    expect(store.devices.get(M1)).toBe(d1); // no copy
+    expect(store.devices.dirtyKeys.has(M1)).toBe(true);
+    expect(() => store.devices.touchInPlace(M2, d1, () => undefined)).toThrow(/not the record in memory/);
+    // The operator edits M2 in the checkpoint (which still says last_seen "old" for M1).
+    fs.edit('/s/devices.yml', fs.files.get('/s/devices.yml')!.replace(/("02:00:00:00:00:02": \{.*?)"serial":null/, '$1"serial":"HAND"'));
+    await store.commit((tx) => tx.workers.set('w1', worker('w1')));
+    expect(store.devices.get(M2)?.fingerprint.serial).toBe('HAND');
+    expect(store.devices.get(M1)?.last_seen).toBe('new');
+    // Moved in place again, then the operator revokes M1 by hand: their edit is taken.
+    await store.checkpoint();
+    const again = store.devices.get(M1)!;
+    store.devices.touchInPlace(M1, again, (r) => (r.last_seen = 'newer'));
+    fs.edit('/s/devices.yml', fs.files.get('/s/devices.yml')!.replace(/("02:00:00:00:00:01": \{.*?)"state":"pooled"/, '$1"state":"revoked"'));
+    await store.commit((tx) => tx.workers.set('w2', worker('w2')));
+    expect(store.devices.get(M1)?.state).toBe('revoked');
+  });
+
   it('a broken hand edit blocks commits, telemetry flushes and checkpoints; the file is never rewritten', async () => {
     const { fs, store } = await setup();
     await store.commit((tx) => tx.devices.set(M1, device(M1, null)));

@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { ApiExtraModels, ApiOkResponse, ApiOperation, ApiParam, ApiProduces, ApiQuery, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { Public } from '../../shared/http/auth.guard';
-import { BootService } from './boot.service';
+import { BootAnswer, BootService } from './boot.service';
 import { IPXE_SCRIPTS, IpxeScriptsService } from './ipxe-scripts.service';
 import { BootMenuDto, BootVarsDto, ChallengeDto } from './dto/boot-vars.dto';
 
@@ -61,9 +61,10 @@ export class BootController {
       'application/json': { schema: { $ref: getSchemaPath(BootVarsDto) } },
     },
   })
-  bootVars(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootVarsDto | Promise<string | BootVarsDto> {
+  bootVars(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): BootAnswer<string | BootVarsDto> {
     // The raw query through @Req (which no pipe touches) on the hottest route: BootService
-    // validates by hand. A string goes out as text/plain, an object as application/json.
+    // validates by hand. A string goes out as text/plain, an object as application/json, a cached
+    // answer as the bytes and headers it was encoded with (fast-routes.ts).
     const q = req.query;
     return this.boot.bootVars(q.mac, q.hostname, q.format ?? 'ipxe', q.nonce, q.sig);
   }
@@ -91,7 +92,7 @@ export class BootController {
       'application/json': { schema: { $ref: getSchemaPath(BootMenuDto) } },
     },
   })
-  bootMenu(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): string | BootMenuDto | Promise<string | BootMenuDto> {
+  bootMenu(@Req() req: FastifyRequest<{ Querystring: Record<string, unknown> }>): BootAnswer<string | BootMenuDto> {
     const q = req.query;
     return this.boot.bootMenu(q.mac, q.hostname, q.format ?? 'ipxe', q.nonce, q.sig);
   }

@@ -14,6 +14,7 @@ import { parsePubkey, verifyDeviceSignature } from '../common/device-key';
 import { ChallengeService, ChallengeUse } from './challenge.service';
 import { DiskResetService } from './disk-reset.service';
 import { DiskVarsResolver } from './disk-vars';
+import { EncodedAnswer } from './encoded-answer';
 import { BOOT_BLOCKERS, BootBlockerCode, BootReadinessDto } from './dto/boot-readiness.dto';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
 import { checkVars, IpxeVar, REFUSED_SCRIPT, renderHold, renderIpxe, ScriptRefused } from './ipxe-script';
@@ -26,9 +27,15 @@ type Resolved = { kind: 'worker'; worker: WorkerRecord } | { kind: 'pooled' };
 type Who = { r: Resolved; mac: string | null };
 /** A value, or its promise where a step had to wait (spending a nonce on PostgreSQL). */
 type Answer<T> = T | Promise<T>;
+/** A rendered answer, what serving it tells the boot sessions, and whether other devices get the very same answer. */
+type Rendered<T> = { body: T; note: StageNote | null; shared: boolean };
+/** What the boot routes return: a cached answer already encoded, or one rendered for this request alone. */
+export type BootAnswer<T> = Answer<T | EncodedAnswer>;
 const then = <T, U>(v: Answer<T>, fn: (v: T) => U): Answer<U> => (v instanceof Promise ? v.then(fn) : fn(v));
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
+/** The answers of every MAC the ledger does not know: one copy each, never a cache slot per MAC. */
+const UNKNOWN = { ipxe: EncodedAnswer.of(EMPTY_SCRIPT), json: EncodedAnswer.of({}) } as const;
 /** identify's answer for a device refused by signature enforcement (audited and recorded there). */
 const DENIED = Symbol('denied');
 /** The JSON answer of a refused script: its identity tells render() callers not to cache it. */
@@ -37,7 +44,7 @@ const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, 
 /** Cached answers kept at most (a flood of unknown MACs must not grow memory without bound). */
 const ANSWER_CACHE_MAX = 50_000;
 /** A cached answer and what serving it tells the boot sessions (null: nothing, an unknown device). */
-type Entry = { body: string | object; note: StageNote | null };
+type Entry = { body: EncodedAnswer; note: StageNote | null };
 type Slot = Map<string | undefined, Entry>;
 type AnswerMap = Map<string | undefined, Slot>;
 /**
@@ -96,6 +103,11 @@ export class BootService implements OnModuleInit {
   /** Answers served from the cache and rendered (GET /metrics). */
   readonly cacheStats = { hits: 0, misses: 0 };
 
+  /** Cache slots and answers held now (one per raw MAC asked for, one per answer). */
+  get cachedAnswers(): number {
+    return this.answersSize;
+  }
+
   onModuleInit(): void {
     // A hold begins or ends: that device's answers change.
     this.sessions.onHoldChange((mac) => this.drop(`d:${mac}`));
@@ -124,66 +136,86 @@ export class BootService implements OnModuleInit {
   }
 
   /**
-   * The cache slot of (route, format, mac) — keyed by the raw query values themselves (nested maps,
-   * no key string is built, so no crafted value can make two requests share a slot) — or null
-   * when this request must not use the cache.
+   * The cached answers of (route, format) by raw MAC, then raw hostname — keyed by the raw query
+   * values themselves (nested maps, no key string is built, so no crafted value can make two
+   * requests share a slot) — or null when this request must not use the cache. Emptied first when
+   * what every answer depends on changed.
    */
-  private answerSlot(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown): Slot | null {
+  private answerMap(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown): AnswerMap | null {
     if ((format !== 'ipxe' && format !== 'json') || !cacheableRaw(rawMac) || !cacheableRaw(rawHostname)) return null;
     if (this.settings.signatureEnforcement) return null;
     const rev = this.revision();
     if (rev !== this.answersRevision || this.answersSize >= ANSWER_CACHE_MAX || this.depRefs >= 4 * ANSWER_CACHE_MAX) {
       for (const byFormat of Object.values(this.answers)) for (const m of Object.values(byFormat)) m.clear();
       this.deps.clear();
+      this.shared.clear();
       this.depRefs = 0;
       this.answersRevision = rev;
       this.answersSize = 0;
     }
-    const byMac = this.answers[use][format];
-    let slot = byMac.get(rawMac);
-    if (!slot) {
-      byMac.set(rawMac, (slot = new Map()));
-      this.answersSize++; // counted too: a flood of bad MACs must not grow memory either
-    }
-    return slot;
+    return this.answers[use][format];
   }
 
-  private remember<T extends string | object>(slot: Slot | null, rawMac: unknown, rawHostname: unknown, out: Answer<{ body: T; note: StageNote | null }>): Answer<T> {
+  /** Answers many devices share (a pooled device's reboot loop), encoded once per cache generation. */
+  private readonly shared = new Map<string, EncodedAnswer>();
+
+  private remember<T extends string | object>(byMac: AnswerMap | null, format: unknown, rawMac: unknown, rawHostname: unknown, out: Answer<Rendered<T>>): BootAnswer<T> {
     this.cacheStats.misses++;
     // A promise only comes from signature enforcement, whose answers are never cached.
     if (out instanceof Promise) return out.then((x) => x.body);
-    const { body, note } = out;
-    if (slot !== null && body !== REFUSED_SCRIPT && body !== REFUSED_JSON) {
-      const host = rawHostname as string | undefined;
-      slot.set(host, { body: typeof body === 'object' ? Object.freeze(body) : body, note });
+    const { body, note, shared } = out;
+    if (byMac === null || body === REFUSED_SCRIPT || body === REFUSED_JSON) return body;
+    const empty = body === EMPTY_SCRIPT || (typeof body === 'object' && Object.keys(body).length === 0);
+    const keys = this.dependencies(rawMac, rawHostname);
+    // Nothing here the ledger knows (any MAC, any name): the one shared empty answer, and no slot,
+    // so a flood of made-up MACs costs no memory. A registration makes the next request a miss.
+    if (keys === null) return empty ? UNKNOWN[format as 'ipxe' | 'json'] : body;
+    let enc: EncodedAnswer;
+    if (empty) enc = UNKNOWN[format as 'ipxe' | 'json'];
+    else if (shared) {
+      const text = typeof body === 'string' ? body : JSON.stringify(body);
+      enc = this.shared.get(text) ?? EncodedAnswer.of(body);
+      this.shared.set(text, enc);
+    } else enc = EncodedAnswer.of(body);
+    let slot = byMac.get(rawMac as string | undefined);
+    if (!slot) {
+      byMac.set(rawMac as string | undefined, (slot = new Map()));
       this.answersSize++;
-      for (const key of this.dependencies(rawMac, rawHostname)) {
-        let refs = this.deps.get(key);
-        if (!refs) this.deps.set(key, (refs = []));
-        refs.push([slot, host]);
-        this.depRefs++;
-      }
     }
-    return body;
+    const host = rawHostname as string | undefined;
+    slot.set(host, { body: enc, note });
+    this.answersSize++;
+    for (const key of keys) {
+      let refs = this.deps.get(key);
+      if (!refs) this.deps.set(key, (refs = []));
+      refs.push([slot, host]);
+      this.depRefs++;
+    }
+    return enc;
   }
 
-  /** What an answer for these raw values read from the ledger: see resolve. */
-  private dependencies(rawMac: unknown, rawHostname: unknown): string[] {
+  /** What an answer for these raw values read from the ledger (see resolve); null when the ledger knows neither the MAC nor the name. */
+  private dependencies(rawMac: unknown, rawHostname: unknown): string[] | null {
     const out: string[] = [];
     const store = this.store.read();
+    let known = false;
     const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     if (mac) {
       out.push(`d:${mac}`);
-      const bound = store.devices.get(mac)?.bound_worker_id;
-      if (bound) out.push(`w:${bound}`);
+      const d = store.devices.get(mac);
+      if (d) known = true;
+      if (d?.bound_worker_id) out.push(`w:${d.bound_worker_id}`);
     }
     const host = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     if (host) {
       out.push(`h:${host}`);
       const id = store.workers.has(host) ? host : store.workerIdByHostname().get(host);
-      if (id) out.push(`w:${id}`);
+      if (id) {
+        known = true;
+        out.push(`w:${id}`);
+      }
     }
-    return out;
+    return known ? out : null;
   }
 
   /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
@@ -200,7 +232,7 @@ export class BootService implements OnModuleInit {
   }
 
   /** The iPXE script (a string) or, with format=json, the variables (an object). */
-  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootVarsDto> {
+  bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): BootAnswer<string | BootVarsDto> {
     // A boot (iPXE asks in the ipxe form; tools ask JSON) of a worker with reset-mode disks waits
     // for their restore before the answer; a restore that failed refuses the boot.
     const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
@@ -219,22 +251,25 @@ export class BootService implements OnModuleInit {
   }
 
   /** The cached answer of (route, format, mac, hostname), or the one rendered now (and cached when it may be). */
-  private answer<T extends string | object>(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown, render: (who: Who | null) => T): Answer<T> {
-    const slot = this.answerSlot(use, rawMac, rawHostname, format);
-    const hit = slot?.get(rawHostname as string | undefined);
+  private answer<T extends string | object>(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown, render: (who: Who | null) => T): BootAnswer<T> {
+    const byMac = this.answerMap(use, rawMac, rawHostname, format);
+    const hit = byMac?.get(rawMac as string | undefined)?.get(rawHostname as string | undefined);
     if (hit !== undefined) {
       this.cacheStats.hits++;
       if (hit.note) this.sessions.seen(hit.note);
-      return hit.body as T;
+      return hit.body;
     }
     return this.remember(
-      slot,
+      byMac,
+      format,
       rawMac,
       rawHostname,
       then(this.identify(use, rawMac, rawHostname, format, nonce, sig), (found) => {
         this.note = null;
+        this.sharedRender = false;
         const who = found === DENIED ? null : found;
         const body = render(who);
+        const shared = this.sharedRender;
         // A known device the lookup did not match (a pooled one under a worker's hostname, a
         // revoked one): its boot is recorded too. A denial was recorded where it was decided.
         if (found === null) this.noteUnmatched(use, rawMac);
@@ -242,10 +277,13 @@ export class BootService implements OnModuleInit {
         const note = format === 'ipxe' ? this.note : null;
         this.note = null;
         if (note) this.sessions.seen(note);
-        return { body, note };
+        return { body, note, shared };
       }),
     );
   }
+
+  /** Set by a render whose answer does not depend on which device asked (a pooled device's). */
+  private sharedRender = false;
 
   /** What the render in progress saw (set by varsFor and menuFor; synchronous, read right after). */
   private note: StageNote | null = null;
@@ -318,7 +356,9 @@ export class BootService implements OnModuleInit {
     }
     list.push({ name: 'menu-default', grammar: 'menu-name', value: vars.menu_default ?? '' });
     list.push({ name: 'menu-timeout', grammar: 'number', value: vars.menu_timeout ?? '' });
-    const label = r.kind === 'worker' ? r.worker.hostname : `${mac} (pooled, waiting to be bound to a worker)`;
+    // A pooled device's answer names no device: every pooled MAC shares one encoded copy.
+    if (r.kind === 'pooled') this.sharedRender = true;
+    const label = r.kind === 'worker' ? r.worker.hostname : 'a pooled device (waiting to be bound to a worker)';
     return this.render(format, `boot vars for ${label}`, list, vars, mac, r);
   }
 
@@ -328,7 +368,7 @@ export class BootService implements OnModuleInit {
    * CD's root path. Same identification and enforcement as /boot-vars (a signed nonce may be used
    * once here and once there).
    */
-  bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): Answer<string | BootMenuDto> {
+  bootMenu(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): BootAnswer<string | BootMenuDto> {
     return this.answer('menu', rawMac, rawHostname, format, nonce, sig, (who) => this.menuFor(who, format));
   }
 

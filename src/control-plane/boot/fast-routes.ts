@@ -9,6 +9,7 @@ import { AllExceptionsFilter } from '../../shared/http/exception.filter';
 import { DevicesController } from '../devices/devices.controller';
 import type { ReportQuery } from '../devices/dto/report.dto';
 import { BootController } from './boot.controller';
+import { EncodedAnswer } from './encoded-answer';
 
 type Query = Record<string, unknown>;
 
@@ -70,6 +71,12 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
     reply.code(body.statusCode).header('content-type', 'application/json; charset=utf-8');
     return body;
   };
+  // A cached answer goes out as its bytes with its own content type.
+  const wire = (reply: FastifyReply, out: unknown) => {
+    if (!(out instanceof EncodedAnswer)) return out;
+    reply.header('content-type', out.contentType);
+    return out.bytes;
+  };
   fastify.addHook('onRoute', (r) => {
     const fast = r.method === 'GET' ? routes[r.url] : undefined;
     if (!fast) return;
@@ -77,8 +84,8 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
       reply.header('cache-control', 'no-store');
       try {
         const out = fast.call(controllerOf(fast.controller), req as FastifyRequest<{ Querystring: Query }>);
-        if (out instanceof Promise) return out.catch((e: unknown) => fail(reply, e));
-        return Promise.resolve(out);
+        if (out instanceof Promise) return out.then((v: unknown) => wire(reply, v)).catch((e: unknown) => fail(reply, e));
+        return Promise.resolve(wire(reply, out));
       } catch (e) {
         return Promise.resolve(fail(reply, e));
       }
@@ -128,6 +135,12 @@ function installRawBootPath(
     const ms = performance.now() - t0;
     metrics.observe('GET', route, status, ms / 1000);
     accessLog?.({ method: 'GET', route, url: route, status, ms: Math.round(ms), client: req.socket.remoteAddress });
+    if (out instanceof EncodedAnswer) {
+      // A cache hit: bytes and headers built once, when the answer was cached.
+      res.writeHead(status, out.headers as string[]);
+      res.end(out.bytes);
+      return;
+    }
     const text = typeof out === 'string';
     const body = text ? out : JSON.stringify(out);
     res.writeHead(status, {
@@ -141,14 +154,17 @@ function installRawBootPath(
     const body = filter.toBody(e);
     send(req, res, body.statusCode, body, route, t0);
   };
+  const paths = Object.keys(routes);
   const handle = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'GET' || !ready || closing) return false;
     const t0 = performance.now();
     const url = req.url ?? '';
     const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    const fast = routes[path];
-    if (!fast || url.includes('#', q)) return false;
+    // The path is matched in place (no substring per request: bench:boot-path counts bytes).
+    let path: string | undefined;
+    for (let i = 0; i < paths.length; i++) if ((q < 0 ? url.length : q) === paths[i].length && url.startsWith(paths[i])) path = paths[i];
+    const fast = path === undefined ? undefined : routes[path];
+    if (path === undefined || !fast || url.includes('#', q)) return false;
     const query = q < 0 || q === url.length - 1 ? {} : parseQuery(url.slice(q + 1));
     const request = { query, ip: req.socket.remoteAddress } as FastifyRequest<{ Querystring: Query }>;
     try {

@@ -123,13 +123,13 @@ export class DevicesService {
     if (d) {
       if (d.state === 'revoked') return '';
       this.sessions.seen({ mac, stage: 'report', worker: d.bound_worker_id ?? undefined });
-      store.devices.touch(mac, {
-        ...d,
-        uuid: uuid ?? d.uuid,
-        fingerprint: mergeFingerprint(d.fingerprint, reported),
-        first_seen: d.first_seen ?? now,
-        last_seen: now,
-      });
+      const fingerprint = mergeFingerprint(d.fingerprint, reported);
+      if (fingerprint === d.fingerprint && (uuid ?? d.uuid) === d.uuid && d.first_seen !== null) {
+        // The same machine reporting again: only last_seen moves, in the record itself.
+        store.devices.touchInPlace(mac, d, (r) => (r.last_seen = now));
+      } else {
+        store.devices.touch(mac, { ...d, uuid: uuid ?? d.uuid, fingerprint, first_seen: d.first_seen ?? now, last_seen: now });
+      }
       store.scheduleFlush();
       if (rawKey !== null) {
         const key = parsePubkey(rawKey);
@@ -544,16 +544,17 @@ function reportKeyParam(q: ReportQuery): string | null {
   return v.length > 1024 ? v.slice(0, 1024) : v;
 }
 
+/** The fingerprint with the reported values over it; `cur` itself (no copy) when they change nothing. */
 function mergeFingerprint(cur: Fingerprint, reported: Partial<Fingerprint>): Fingerprint {
-  let changed = false;
-  const next = { ...cur };
-  for (const [k, v] of Object.entries(reported) as [keyof Fingerprint, string | number | null][]) {
-    if (v !== null && v !== undefined && next[k] !== v) {
-      (next[k] as unknown) = v;
-      changed = true;
+  let next: Fingerprint | null = null;
+  for (const k in reported) {
+    const v = reported[k as keyof Fingerprint];
+    if (v !== null && v !== undefined && cur[k as keyof Fingerprint] !== v) {
+      next ??= { ...cur };
+      (next[k as keyof Fingerprint] as unknown) = v;
     }
   }
-  return changed ? next : cur;
+  return next ?? cur;
 }
 
 function fingerprintMismatch(d: DeviceRecord, p: BatchPairDto): FingerprintMismatchDto | null {

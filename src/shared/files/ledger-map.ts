@@ -43,10 +43,19 @@ export class LedgerMap<T extends object> {
   private lines = new Map<string, Buffer>();
   /**
    * The records as the file on disk holds them (after our last load or write), by reference:
-   * records are never mutated in place, so `map.get(k) === base.get(k)` means "unchanged since
-   * the file was written". It is the common ancestor when a hand edit is merged.
+   * records are not mutated in place (touchInPlace aside, see inPlace), so `map.get(k) ===
+   * base.get(k)` means "unchanged since the file was written". It is the common ancestor when a
+   * hand edit is merged.
    */
   private base = new Map<string, T>();
+  /**
+   * Keys whose record was updated in place (telemetry) since the file was last loaded or merged:
+   * their base entry may be that same object, newer than the file, so a merge compares the file's
+   * copy with it by `facts` (what touchInPlace does not change). Over-inclusion only means a hand
+   * edit of that telemetry alone is not taken; it is never cleared by a checkpoint, whose
+   * snapshot may hold records touched while it was written.
+   */
+  private readonly inPlace = new Set<string>();
   private stamp: FileStamp | null = null;
   /** The stamp of the file that was found corrupt: not parsed again until it changes. */
   private corruptStamp: FileStamp | null = null;
@@ -65,6 +74,8 @@ export class LedgerMap<T extends object> {
     private readonly header: string,
     private readonly validate: Validator<T>,
     private readonly fs: FileSystem,
+    /** A record without the fields touchInPlace may change (default: all of it). */
+    private readonly facts: (v: T) => string = (v) => JSON.stringify(v),
   ) {}
 
   get size(): number {
@@ -93,6 +104,7 @@ export class LedgerMap<T extends object> {
     const m = text === null ? new Map<string, T>() : this.parse(text);
     this.map = m;
     this.base = new Map(m);
+    this.inPlace.clear();
     this.lines.clear();
     this.dirtyKeys.clear();
     this.stale = false;
@@ -151,7 +163,8 @@ export class LedgerMap<T extends object> {
       const o = this.map.get(k);
       const t = theirs.get(k);
       let v: T | undefined;
-      if (same(t, b)) v = o;
+      // A record touched in place is its own base: the file's copy is "unchanged" when its facts are.
+      if (this.inPlace.has(k) && o === b && t !== undefined && b !== undefined ? this.facts(t) === this.facts(b) : same(t, b)) v = o;
       else if (same(o, b)) v = t;
       else {
         v = t;
@@ -168,6 +181,7 @@ export class LedgerMap<T extends object> {
     this.knownSha = sha256(text);
     this.map = merged;
     this.base = theirs;
+    this.inPlace.clear();
     this.stamp = stamp;
     for (const k of changed) this.lines.delete(k);
     this.corrupt = null;
@@ -178,6 +192,20 @@ export class LedgerMap<T extends object> {
   /** Telemetry update outside the write lock; logged by the next telemetry flush. */
   touch(key: string, value: T): void {
     this.map.set(key, value);
+    this.lines.delete(key);
+    this.dirtyKeys.add(key);
+    this.stale = true;
+  }
+
+  /**
+   * Telemetry that changes one field of the record in memory, in place: every boot of a known
+   * machine moves its last_seen, and a clone per report would leave the old copy, long promoted,
+   * as old-generation garbage (issue 27). Logged by the next telemetry flush like touch().
+   */
+  touchInPlace(key: string, current: T, update: (record: T) => void): void {
+    if (this.map.get(key) !== current) throw new Error(`touchInPlace: ${key} is not the record in memory`);
+    this.inPlace.add(key);
+    update(current);
     this.lines.delete(key);
     this.dirtyKeys.add(key);
     this.stale = true;
@@ -243,6 +271,7 @@ export class LedgerMap<T extends object> {
     }
     this.stamp = this.fs.statSync(this.file);
     this.knownSha = sha256(content);
+    // inPlace is kept: a record touched in place during the write is in the snapshot, newer than the file.
     this.base = snapshot;
   }
 

@@ -94,7 +94,8 @@ export abstract class LedgerRepository {
     protected readonly config: AppConfig,
     fs: FileSystem,
   ) {
-    this.devices = new LedgerMap(path.join(config.stateDir, 'devices.yml'), 'devices', DEVICES_HEADER, validateDevice, fs);
+    // Reports move last_seen in place (DevicesService.report): a hand-edit merge compares the rest.
+    this.devices = new LedgerMap(path.join(config.stateDir, 'devices.yml'), 'devices', DEVICES_HEADER, validateDevice, fs, (d) => JSON.stringify({ ...d, last_seen: null }));
     this.workers = new LedgerMap(path.join(config.stateDir, 'workers.yml'), 'workers', WORKERS_HEADER, validateWorker, fs);
   }
 
