@@ -145,25 +145,30 @@ async function main() {
   cp = await startProcess(prod.script, env(CP_PORT), `http://127.0.0.1:${CP_PORT}/healthz`, prod.flags);
   const plain = await startProcess(prod.script, { ...env(ALT_PORT), IPXE_CP_STATE_DIR: path.join(dir, 'state-alt'), IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq-alt') }, `http://127.0.0.1:${ALT_PORT}/healthz`, []);
   const ngx = await startNginx(path.join(dir, 'nginx'), body);
+  const ceiling = await startProcess(path.join(dist, 'bench/bare-http.js'), { BARE_PORT: String(BARE_PORT), BARE_BODY: body }, `http://127.0.0.1:${BARE_PORT}/healthz`, prod.flags);
   try {
     const ngxBody = (await get(`http://127.0.0.1:${NGINX_PORT}/boot-vars`)).body;
     if (ngxBody !== body) throw new Error('nginx does not serve the same bytes');
-    for (const p of [CP_PORT, ALT_PORT, NGINX_PORT]) await wrk(`http://127.0.0.1:${p}`, 2, CONNECTIONS, script, wrkEnv); // warm-up
+    for (const p of [CP_PORT, ALT_PORT, NGINX_PORT, BARE_PORT]) await wrk(`http://127.0.0.1:${p}`, 2, CONNECTIONS, script, wrkEnv); // warm-up
     const dvt: number[] = [];
     const vsN: number[] = [];
+    const bareVsN: number[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const tuned = await wrk(`http://127.0.0.1:${CP_PORT}`, SECONDS, CONNECTIONS, script, wrkEnv);
       const dflt = await wrk(`http://127.0.0.1:${ALT_PORT}`, SECONDS, CONNECTIONS, script, wrkEnv);
       const nginx = await wrk(`http://127.0.0.1:${NGINX_PORT}`, SECONDS, CONNECTIONS, script, wrkEnv);
+      const bareHttp = await wrk(`http://127.0.0.1:${BARE_PORT}`, SECONDS, CONNECTIONS, script, wrkEnv);
       dvt.push(dflt.rps / tuned.rps);
       vsN.push(tuned.rps / nginx.rps);
+      bareVsN.push(bareHttp.rps / nginx.rps);
       console.log(
-        `round ${i + 1}: Kurrent tuned ${fmt(tuned.rps)} req/s (p99 ${fmt(tuned.p99, 1)} ms) | default flags ${fmt(dflt.rps)} req/s (p99 ${fmt(dflt.p99, 1)} ms) | nginx ${fmt(nginx.rps)} req/s (p99 ${fmt(nginx.p99, 1)} ms) | non-2xx ${tuned.non2xx + dflt.non2xx + nginx.non2xx}`,
+        `round ${i + 1}: Kurrent tuned ${fmt(tuned.rps)} req/s (p99 ${fmt(tuned.p99, 1)} ms) | default flags ${fmt(dflt.rps)} req/s (p99 ${fmt(dflt.p99, 1)} ms) | nginx ${fmt(nginx.rps)} req/s (p99 ${fmt(nginx.p99, 1)} ms) | node:http alone ${fmt(bareHttp.rps)} req/s | non-2xx ${tuned.non2xx + dflt.non2xx + nginx.non2xx + bareHttp.non2xx}`,
       );
     }
-    console.log(`median: default flags / tuned ${fmt(median(dvt), 2)} (goal >= ${GOAL.defaultVsTuned}); Kurrent (tuned) / nginx ${fmt(median(vsN), 2)} (goal >= ${GOAL.vsNginx})`);
+    console.log(`median: default flags / tuned ${fmt(median(dvt), 2)} (goal >= ${GOAL.defaultVsTuned}); Kurrent (tuned) / nginx ${fmt(median(vsN), 2)} (goal >= ${GOAL.vsNginx}); node:http alone / nginx ${fmt(median(bareVsN), 2)} (what any handler on node:http can reach)`);
   } finally {
     ngx.kill('SIGTERM');
+    await stop(ceiling.proc);
     await stop(cp.proc);
     await stop(plain.proc);
     fs.rmSync(dir, { recursive: true, force: true });

@@ -44,7 +44,7 @@ const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, 
 /** Cached answers kept at most (a flood of unknown MACs must not grow memory without bound). */
 const ANSWER_CACHE_MAX = 50_000;
 /** A cached answer and what serving it tells the boot sessions (null: nothing, an unknown device). */
-type Entry = { body: EncodedAnswer; note: StageNote | null };
+type Entry = { body: EncodedAnswer; note: StageNote | null; restores: boolean };
 type Slot = Map<string | undefined, Entry>;
 type AnswerMap = Map<string | undefined, Slot>;
 /**
@@ -183,7 +183,9 @@ export class BootService implements OnModuleInit {
       this.answersSize++;
     }
     const host = rawHostname as string | undefined;
-    slot.set(host, { body: enc, note });
+    // A boot of this MAC restores reset-mode disks first: a hit must still go through DiskResetService.
+    const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    slot.set(host, { body: enc, note, restores: mac !== null && this.resets.restoresOnBoot(mac) });
     this.answersSize++;
     for (const key of keys) {
       let refs = this.deps.get(key);
@@ -235,6 +237,10 @@ export class BootService implements OnModuleInit {
   bootVars(rawMac?: unknown, rawHostname?: unknown, format: unknown = 'ipxe', nonce?: unknown, sig?: unknown): BootAnswer<string | BootVarsDto> {
     // A boot (iPXE asks in the ipxe form; tools ask JSON) of a worker with reset-mode disks waits
     // for their restore before the answer; a restore that failed refuses the boot.
+    // The common boot first: a cached answer of a worker without reset-mode disks (the cache
+    // entry knows; it is dropped with the device's or the worker's records).
+    const hit = this.answerMap('vars', rawMac, rawHostname, format)?.get(rawMac as string | undefined)?.get(rawHostname as string | undefined);
+    if (hit !== undefined && !hit.restores) return this.serve(hit);
     const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     const reset = mac ? this.resets.ensure(mac) : null;
     if (reset) {
@@ -254,11 +260,7 @@ export class BootService implements OnModuleInit {
   private answer<T extends string | object>(use: ChallengeUse, rawMac: unknown, rawHostname: unknown, format: unknown, nonce: unknown, sig: unknown, render: (who: Who | null) => T): BootAnswer<T> {
     const byMac = this.answerMap(use, rawMac, rawHostname, format);
     const hit = byMac?.get(rawMac as string | undefined)?.get(rawHostname as string | undefined);
-    if (hit !== undefined) {
-      this.cacheStats.hits++;
-      if (hit.note) this.sessions.seen(hit.note);
-      return hit.body;
-    }
+    if (hit !== undefined) return this.serve(hit);
     return this.remember(
       byMac,
       format,
@@ -280,6 +282,12 @@ export class BootService implements OnModuleInit {
         return { body, note, shared };
       }),
     );
+  }
+
+  private serve(hit: Entry): EncodedAnswer {
+    this.cacheStats.hits++;
+    if (hit.note) this.sessions.seen(hit.note);
+    return hit.body;
   }
 
   /** Set by a render whose answer does not depend on which device asked (a pooled device's). */

@@ -48,11 +48,8 @@ export class DiskResetService {
    * null when its worker has no reset-mode disk (the common case: three map reads).
    */
   ensure(mac: string): Promise<ResetOutcome> | null {
-    const ledger = this.store.read();
-    const d = ledger.devices.get(mac);
-    if (d?.state !== 'bound' || !d.bound_worker_id) return null;
-    const w = ledger.workers.get(d.bound_worker_id);
-    if (!w || !w.disks.some((x) => x.mode === 'reset')) return null;
+    const w = this.resetWorker(mac);
+    if (!w) return null;
     // The restore of this boot: begun at its report, or by an earlier /boot-vars of it. A session
     // that is over (booted, failed, stuck) belongs to an earlier boot: this request (a boot that
     // sent no report) starts a new restore, as does a boot no session is known of.
@@ -62,6 +59,19 @@ export class DiskResetService {
     const outcome = this.resetAll(w);
     this.current.set(w.worker_id, { session: latest?.outcome === 'in_progress' ? latest.session.started : -1, outcome });
     return outcome;
+  }
+
+  /** Whether a boot of `mac` restores disks (its worker has a reset-mode disk): what ensure checks first. */
+  restoresOnBoot(mac: string): boolean {
+    return this.resetWorker(mac) !== null;
+  }
+
+  private resetWorker(mac: string): WorkerRecord | null {
+    const ledger = this.store.read();
+    const d = ledger.devices.get(mac);
+    if (d?.state !== 'bound' || !d.bound_worker_id) return null;
+    const w = ledger.workers.get(d.bound_worker_id);
+    return w && w.disks.some((x) => x.mode === 'reset') ? w : null;
   }
 
   private async resetAll(w: WorkerRecord): Promise<ResetOutcome> {
