@@ -24,10 +24,10 @@ export interface WrkResult {
 const ms = (v: string, unit: string) => Number(v) * (unit === 'us' ? 0.001 : unit === 's' ? 1000 : 1);
 
 /** Runs wrk (1 thread) and parses its --latency report. */
-export function wrk(url: string, seconds: number, connections: number, script?: string, env: Record<string, string> = {}): Promise<WrkResult> {
+export function wrk(url: string, seconds: number, connections: number, script?: string, env: Record<string, string> = {}, pinned = true): Promise<WrkResult> {
   const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url];
   // Load generator on CPU 0, servers on CPU 1 (see startProcess): both servers see the same machine.
-  const [cmd, argv] = PIN ? ['taskset', ['-c', '0', 'wrk', ...args]] : ['wrk', args];
+  const [cmd, argv] = PIN && pinned ? ['taskset', ['-c', '0', 'wrk', ...args]] : ['wrk', args];
   return new Promise((resolve, reject) => {
     execFile(cmd, argv, { env: { ...process.env, ...env } }, (err, stdout) => {
       if (err) return reject(new Error(`wrk failed (apt-get install wrk): ${err.message}`));
@@ -133,9 +133,10 @@ export async function startProcess(
   url: string,
   nodeArgs: string[] = [],
   onStdoutLine?: (line: string) => void,
+  cpu = 1,
 ): Promise<{ proc: ChildProcess; ms: number }> {
   const t0 = performance.now();
-  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...nodeArgs, script]] : [process.execPath, [...nodeArgs, script]];
+  const [cmd, argv] = PIN ? ['taskset', ['-c', String(cpu), process.execPath, ...nodeArgs, script]] : [process.execPath, [...nodeArgs, script]];
   const proc = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', onStdoutLine ? 'pipe' : 'ignore', 'inherit'] });
   if (onStdoutLine) {
     let rest = '';

@@ -126,9 +126,39 @@ async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluste
         }
       }
     }
+    if (engine === 'postgres') Object.assign(row, await twoControlPlanes(n, env));
     return row;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The storm through two control planes on the one PostgreSQL database, one CPU each (this machine
+ * has two, so the two wrk processes, each driving half the seats at one control plane, share
+ * them: a lower bound). Seats/s of both together, and the fleet's time at that rate.
+ */
+async function twoControlPlanes(n: number, env: Record<string, string>): Promise<Row> {
+  const procs: Awaited<ReturnType<typeof startProcess>>[] = [];
+  const dirs: string[] = [];
+  try {
+    for (const i of [0, 1]) {
+      const dir = tmp('kurrent-bench-scale-cp-');
+      dirs.push(dir);
+      const e = { ...env, IPXE_CP_PORT: String(PORT + 1 + i), IPXE_CP_NODE_ID: `scale-${i}`, IPXE_CP_STATE_DIR: path.join(dir, 'state'), IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq') };
+      procs.push(await startProcess(prod.script, e, `http://127.0.0.1:${PORT + 1 + i}/healthz`, prod.flags, undefined, i));
+    }
+    const seconds = Math.min(20, Math.max(4, Math.ceil(n / 5000)));
+    const script = path.join(root, 'bench/wrk/storm.lua');
+    const runs = await Promise.all(
+      [0, 1].map((i) => wrk(`http://127.0.0.1:${PORT + 1 + i}`, seconds, CONNECTIONS / 2, script, { BENCH_DEVICES: String(n), BENCH_STRIDE: '2', BENCH_OFFSET: String(i) }, false)),
+    );
+    for (const r of runs) if (r.non2xx || r.errors) throw new Error(`two-control-plane storm: ${r.non2xx} non-2xx, ${r.errors} socket errors`);
+    const seats = runs.reduce((a, r) => a + r.rps, 0) / 2;
+    return { storm2SeatsPerS: seats, storm2FleetS: n / seats };
+  } finally {
+    for (const p of procs) await stop(p.proc);
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   }
 }
 
@@ -243,6 +273,8 @@ const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
   ['stormSeatsPerS', 'storm: seats/s (report + boot-vars)', 0],
   ['stormFleetS', 'storm: the whole fleet at that rate (s)', 2],
   ['stormP99', 'storm: p99 (ms)', 1],
+  ['storm2SeatsPerS', 'storm through two PostgreSQL control planes: seats/s', 0],
+  ['storm2FleetS', 'storm through two PostgreSQL control planes: the whole fleet (s)', 2, '< 8'],
   ['rssStormMb', 'RSS after the storm (MB)', 0, '< 500'],
 ];
 

@@ -1,5 +1,8 @@
 -- Boot storm: every device does /devices/report (11 fields) then /boot-vars, device after device.
 local n = tonumber(os.getenv("BENCH_DEVICES") or "10000")
+-- Several load generators share a fleet: this one takes seats offset, offset + stride, ...
+local stride = tonumber(os.getenv("BENCH_STRIDE") or "1")
+local offset = tonumber(os.getenv("BENCH_OFFSET") or "0")
 local threads = {}
 local counter = 0
 function setup(thread)
@@ -12,7 +15,7 @@ local function mac(k)
 end
 request = function()
   i = i + 1
-  local k = math.floor(i / 2) % n
+  local k = (math.floor(i / 2) * stride + offset) % n
   if i % 2 == 0 then
     return wrk.format("GET", string.format(
       "/devices/report?mac=%s&uuid=4c4c4544-0000-1000-8000-%012d&manufacturer=ACME&product=Seat&serial=SN%d&cpumodel=Ryzen%%207&mem-total=0x8000&mem-type=DDR5&mem-speed=5600&chip=RTL8125&busid=0110ec8125",

@@ -37,6 +37,8 @@ export function buildOpenApi(app: NestFastifyApplication): OpenAPIObject {
  * (installFastBootRoutes). Denied and refused boots are audited either way.
  */
 export const BOOT_PATH_ROUTES = new Set(['/boot-vars', '/boot-menu', '/devices/challenge', '/devices/report', '/healthz']);
+/** Routes every boot hits: no access-log line unless IPXE_CP_ACCESS_LOG (the iPXE scripts too). */
+const QUIET_ROUTES = new Set([...BOOT_PATH_ROUTES, '/ipxe/:name']);
 
 /**
  * One access-log line per API request (method, route, status, duration, client), without headers
@@ -52,7 +54,7 @@ function installAccessLog(app: NestFastifyApplication, config: AppConfig, line: 
       const route = req.routeOptions.url ?? req.url;
       // The route template labels the series; an unmatched URL must not become a label (a MAC could).
       metrics.observe(req.method, req.routeOptions.url ? route : 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
-      if (config.accessLog || !BOOT_PATH_ROUTES.has(route)) {
+      if (config.accessLog || !QUIET_ROUTES.has(route)) {
         line({ method: req.method, route, url: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), client: req.ip });
       }
       done();

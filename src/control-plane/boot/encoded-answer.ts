@@ -17,6 +17,24 @@ export class EncodedAnswer {
     this.headers = ['cache-control', 'no-store', 'content-type', contentType, 'content-length', String(bytes.length)];
   }
 
+  private wireDate = '';
+  private wireKeepAlive = -1;
+  private wireBytes: Buffer | null = null;
+
+  /**
+   * The whole HTTP/1.1 response of this answer (200, keep-alive) as the boot front writes it: built
+   * by `build` when the Date header's second (or the keep-alive timeout) changed, else the same
+   * bytes again. Never changed once built, so one Buffer may be queued on many sockets.
+   */
+  wire(date: string, keepAliveSeconds: number, build: () => Buffer): Buffer {
+    if (this.wireBytes === null || this.wireDate !== date || this.wireKeepAlive !== keepAliveSeconds) {
+      this.wireBytes = build();
+      this.wireDate = date;
+      this.wireKeepAlive = keepAliveSeconds;
+    }
+    return this.wireBytes;
+  }
+
   /** A string goes out as text/plain (an iPXE script), an object as JSON. */
   static of(body: string | object): EncodedAnswer {
     return typeof body === 'string' ? new EncodedAnswer(Buffer.from(body, 'utf8'), TEXT) : new EncodedAnswer(Buffer.from(JSON.stringify(body), 'utf8'), JSON_TYPE);

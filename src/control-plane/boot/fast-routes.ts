@@ -1,4 +1,4 @@
-import type { Type } from '@nestjs/common';
+import { Logger, type Type } from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { parse as parseQuery } from 'fast-querystring';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -9,7 +9,9 @@ import { AllExceptionsFilter } from '../../shared/http/exception.filter';
 import { DevicesController } from '../devices/devices.controller';
 import type { ReportQuery } from '../devices/dto/report.dto';
 import { BootController } from './boot.controller';
+import { IPXE_SCRIPTS } from './ipxe-scripts.service';
 import { EncodedAnswer } from './encoded-answer';
+import { BootFront, FrontRoute, installBootFront } from './boot-front';
 
 type Query = Record<string, unknown>;
 
@@ -18,9 +20,12 @@ export interface FastRoute<C> {
   /** The controller method the route calls: its decorators say whether it is public. */
   method: keyof C & string;
   call: (c: C, req: FastifyRequest<{ Querystring: Query }>) => unknown;
+  /** The route as Fastify names it (metrics, access log), when the path is one value of a parameter. */
+  label?: string;
 }
 
-export const route = <C>(controller: Type<C>, method: keyof C & string, call: FastRoute<C>['call']): FastRoute<unknown> => ({ controller, method, call }) as FastRoute<unknown>;
+export const route = <C>(controller: Type<C>, method: keyof C & string, call: FastRoute<C>['call'], label?: string): FastRoute<unknown> =>
+  ({ controller, method, call, ...(label ? { label } : {}) }) as FastRoute<unknown>;
 
 /**
  * The fast path skips the guard, so it may only serve handlers the guard would let through
@@ -59,7 +64,12 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
     // What @ClientIp() gives the Nest route: req.ip.
     '/devices/report': route(DevicesController, 'report', (c, req) => c.report(req.query as ReportQuery, req.ip ?? 'unknown')),
   };
-  assertPublic(routes);
+  // The scripts iPXE chains over the same keep-alive connection before and after the boot routes
+  // (boot.ipxe.cfg first): served by the raw path and the boot front too, so a whole boot's
+  // connection stays off node:http. Fastify keeps its own `/ipxe/:name` route for everything else.
+  const scripts: Record<string, FastRoute<unknown>> = {};
+  for (const name of IPXE_SCRIPTS) scripts[`/ipxe/${name}`] = route(BootController, 'ipxeScript', (c) => c.ipxeScript(name), '/ipxe/:name');
+  assertPublic({ ...routes, ...scripts });
   const controllers = new Map<Type<unknown>, unknown>();
   const controllerOf = (t: Type<unknown>) => {
     let c = controllers.get(t);
@@ -95,6 +105,7 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
   // The raw path: see installRawBootPath.
   const raw: Record<string, FastRoute<unknown>> = {};
   for (const p of opts.rawPaths) raw[p] = routes[p];
+  if (opts.rawPaths.length) Object.assign(raw, scripts);
   if (opts.rawPaths.length) installRawBootPath(app, raw, controllerOf, filter, opts.metrics, opts.accessLog);
 }
 
@@ -125,16 +136,19 @@ function installRawBootPath(
     ready = true;
     done();
   });
+  let front: BootFront | null = null;
+  const frontLog = new Logger('BootFront');
   // While closing, Fastify answers 503 with Connection: close: leave every request to it.
   fastify.addHook('preClose', (done) => {
     closing = true;
+    front?.closeIdle();
     done();
   });
   // Requests answered here are counted as Fastify's onResponse hook counts the others.
   const send = (req: IncomingMessage, res: ServerResponse, status: number, out: unknown, route: string, t0: number) => {
     const ms = performance.now() - t0;
     metrics.observe('GET', route, status, ms / 1000);
-    accessLog?.({ method: 'GET', route, url: route, status, ms: Math.round(ms), client: req.socket.remoteAddress });
+    accessLog?.({ method: 'GET', route, url: (req.url ?? '').split('?')[0], status, ms: Math.round(ms), client: req.socket.remoteAddress });
     if (out instanceof EncodedAnswer) {
       // A cache hit: bytes and headers built once, when the answer was cached.
       res.writeHead(status, out.headers as string[]);
@@ -167,16 +181,17 @@ function installRawBootPath(
     if (path === undefined || !fast || url.includes('#', q)) return false;
     const query = q < 0 || q === url.length - 1 ? {} : parseQuery(url.slice(q + 1));
     const request = { query, ip: req.socket.remoteAddress } as FastifyRequest<{ Querystring: Query }>;
+    const label = fast.label ?? path;
     try {
       const out = fast.call(controllerOf(fast.controller), request);
       if (out instanceof Promise)
         out.then(
-          (v) => send(req, res, 200, v, path, t0),
-          (e: unknown) => fail(req, res, e, path, t0),
+          (v) => send(req, res, 200, v, label, t0),
+          (e: unknown) => fail(req, res, e, label, t0),
         );
-      else send(req, res, 200, out, path, t0);
+      else send(req, res, 200, out, label, t0);
     } catch (e) {
-      fail(req, res, e, path, t0);
+      fail(req, res, e, label, t0);
     }
     return true;
   };
@@ -184,5 +199,27 @@ function installRawBootPath(
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (handle(req, res)) return;
     for (const l of fastifyListeners) l.call(server, req, res);
+  });
+
+  // Before node:http itself: the boot front (boot-front.ts) answers these routes straight off the
+  // socket and hands a connection to node:http (and so to the listener above) at its first
+  // request of any other kind.
+  const frontRoutes: Record<string, FrontRoute> = {};
+  const labels: Record<string, string> = {};
+  for (const [p, r] of Object.entries(routes)) {
+    frontRoutes[p] = (query, ip) => r.call(controllerOf(r.controller), { query, ip } as FastifyRequest<{ Querystring: Query }>);
+    labels[p] = r.label ?? p;
+  }
+  front = installBootFront(server, {
+    routes: frontRoutes,
+    toBody: (e) => filter.toBody(e),
+    answered: (path, status, ms, client) => {
+      metrics.bootFront.answered++;
+      metrics.observe('GET', labels[path], status, ms / 1000);
+      accessLog?.({ method: 'GET', route: labels[path], url: path, status, ms: Math.round(ms), client });
+    },
+    closing: () => !ready || closing,
+    handedOver: () => metrics.bootFront.handedOver++,
+    fault: (e) => frontLog.error({ err: e }, 'boot front: connection closed after an internal error'),
   });
 }

@@ -80,7 +80,7 @@ export class AppConfig {
   logLevel!: string;
   /** Log every request (off by default on the boot path; see main.ts). */
   accessLog!: boolean;
-  /** Answer the boot routes before Fastify (IPXE_CP_RAW_BOOT_PATH, default on; off: through Fastify like every route). */
+  /** Answer the boot routes before Fastify and, by the boot front, before node:http (IPXE_CP_RAW_BOOT_PATH, default on; off: through Fastify like every route). */
   rawBootPath!: boolean;
   /** GET /metrics without the token (IPXE_CP_METRICS_PUBLIC): for a Prometheus on a trusted network. */
   metricsPublic!: boolean;

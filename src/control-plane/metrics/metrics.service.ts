@@ -53,6 +53,8 @@ export class MetricsService implements OnModuleInit {
   private readonly pushes = new Counter({ name: 'kurrent_credential_pushes_total', help: 'NVMe-oF credential pushes and removals, by agent, operation and outcome.', labelNames: ['agent', 'op', 'status'], registers: [this.registry] });
   /** Boots ended and stage times: counted here like the request series (two observations per boot in a storm). */
   private readonly bootsEnded = new Map<string, number>();
+  /** Boot-route requests the boot front answered, and connections it handed to node:http. */
+  readonly bootFront = { answered: 0, handedOver: 0 };
   private readonly bootStages = new Map<string, RouteStats>();
   private readonly operations = new Counter({ name: 'kurrent_audit_operations_total', help: 'Audited operations, by operation and status.', labelNames: ['op', 'status'], registers: [this.registry] });
   /**
@@ -113,7 +115,11 @@ export class MetricsService implements OnModuleInit {
   }
 
   private renderBoots(): string {
-    const out = ['# HELP kurrent_boots_total Boots this control plane saw end, by outcome (booted, failed, stuck, superseded, waiting, held).', '# TYPE kurrent_boots_total counter'];
+    const out = [
+      '# HELP kurrent_boot_front_total Boot-route requests the boot front answered off the socket (answered), and connections it handed to node:http at a request of another kind (handed_over).',
+      '# TYPE kurrent_boot_front_total counter',
+      `kurrent_boot_front_total{result="answered"} ${this.bootFront.answered}`,
+      `kurrent_boot_front_total{result="handed_over"} ${this.bootFront.handedOver}`,'# HELP kurrent_boots_total Boots this control plane saw end, by outcome (booted, failed, stuck, superseded, waiting, held).', '# TYPE kurrent_boots_total counter'];
     for (const [o, n] of this.bootsEnded) out.push(`kurrent_boots_total{outcome="${o}"} ${n}`);
     out.push("# HELP kurrent_boot_stage_seconds Time from a boot's report to each later stage it reached, by stage.", '# TYPE kurrent_boot_stage_seconds histogram');
     for (const [stage, st] of this.bootStages) {
