@@ -112,6 +112,22 @@ describe('the boot front: boot routes answered off the socket, everything else h
     expect(viaNodeHttp.length).toBe(before);
   });
 
+  it('an answer that waits (a registration) holds the requests behind it, in order; nothing is read after Connection: close', async () => {
+    const before = viaNodeHttp.length;
+    const mac = '02:00:00:00:00:77';
+    const got = await exchange(
+      [get(`/devices/report?mac=${mac}&serial=S77`) + get(`/boot-vars?mac=${mac}&format=json`) + get(BOOTVARS, 'Connection: close\r\n') + get(BOOTVARS)],
+      () => false,
+    );
+    const rs = responses(got);
+    expect(rs).toHaveLength(3);
+    expect(rs[0]).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*content-length: 0\r\n/);
+    expect(rs[1]).toContain('"menu_default":"reboot"'); // registered (pooled) before it was asked
+    expect(rs[2]).toContain('Connection: close');
+    expect(viaNodeHttp.length).toBe(before);
+    expect((await t.req('GET', `/devices/${mac}`)).body).toMatchObject({ state: 'pooled', fingerprint: { serial: 'S77' } });
+  });
+
   it('never decides where a request with a body ends: node:http reads it (no request smuggled behind a body)', async () => {
     const before = viaNodeHttp.length;
     const smuggled = get('/boot-vars?mac=00:0c:29:b9:8b:2d');

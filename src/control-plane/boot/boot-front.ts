@@ -186,6 +186,8 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
     let headSince = 0;
     let busy = false;
     let ended = false;
+    /** A `Connection: close` request was answered: nothing more is read or written. */
+    let done = false;
     const keepAliveMs = server.keepAliveTimeout;
     const headersMs = server.headersTimeout;
     const onTimeout = () => socket.destroy();
@@ -217,8 +219,22 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
 
     const write = (status: number, answer: EncodedAnswer, close: boolean) => {
       const ok = socket.write(response(status, answer, close, Math.floor(keepAliveMs / 1000)));
-      if (close) socket.end();
+      if (close) {
+        done = true;
+        pending = null;
+        socket.end();
+      }
       return ok;
+    };
+    // Every entry point (data, a waited answer, drain): a fault of the front closes this
+    // connection and is logged; it never reaches the process.
+    const guarded = (fn: () => void) => {
+      try {
+        fn();
+      } catch (e) {
+        opts.fault(e);
+        socket.destroy();
+      }
     };
 
     const finish = (p: Parsed, t0: number, out: unknown, failed: boolean) => {
@@ -235,7 +251,7 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
 
     // Serves the requests buffered so far, one at a time (an answer that waits holds the rest).
     const drainRequests = () => {
-      while (pending && !busy && !socket.destroyed) {
+      while (pending && !busy && !done && !socket.destroyed) {
         if (opts.closing()) return handOver();
         const p = parseHead(pending, paths, pathBytes);
         if (p === 'more') {
@@ -256,16 +272,23 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
           continue;
         }
         if (out instanceof Promise) {
+          // An answer that waits (a registration's commit, a disk restore): no idle timeout meanwhile.
           busy = true;
-          out.then(
-            (v) => finish(p, t0, v, false),
-            (e: unknown) => finish(p, t0, e, true),
-          ).finally(() => {
-            busy = false;
-            if (p.close) return;
-            if (ended && !pending) socket.end();
-            else drainRequests();
-          });
+          socket.setTimeout(0);
+          out
+            .then(
+              (v) => guarded(() => finish(p, t0, v, false)),
+              (e: unknown) => guarded(() => finish(p, t0, e, true)),
+            )
+            .then(() =>
+              guarded(() => {
+                busy = false;
+                if (done || socket.destroyed) return;
+                socket.setTimeout(keepAliveMs > 0 ? keepAliveMs : 0);
+                if (ended && !pending) socket.end();
+                else drainRequests();
+              }),
+            );
           return;
         }
         const flowing = finish(p, t0, out, false);
@@ -273,24 +296,22 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
         if (!flowing) {
           // The client reads slower than it asks: stop reading until the answers are out.
           socket.pause();
-          socket.once('drain', () => {
-            socket.resume();
-            drainRequests();
-          });
+          socket.once('drain', () =>
+            guarded(() => {
+              socket.resume();
+              drainRequests();
+            }),
+          );
           return;
         }
       }
-      if (ended && !pending && !busy) socket.end();
+      if (ended && !pending && !busy && !done) socket.end();
     };
 
     function onData(chunk: Buffer): void {
+      if (done) return;
       pending = pending ? Buffer.concat([pending, chunk]) : chunk;
-      try {
-        drainRequests();
-      } catch (e) {
-        opts.fault(e);
-        socket.destroy();
-      }
+      guarded(drainRequests);
     }
     socket.on('data', onData);
   }
