@@ -88,7 +88,8 @@ describe('master version distribution between agents', () => {
     });
 
     it('a version on one agent only: the distribution says where it is missing, and a rollout is refused there', async () => {
-      const v1 = await until(async () => (await distribution(1)).complete);
+      // Each agent hashes its 4 GiB image before it reports it: seconds on a shared CI machine.
+      const v1 = await until(async () => (await distribution(1)).complete, 60_000);
       expect(v1).toBe(true);
       const disk = await t.req('POST', '/workers/lab-01/luns/disk', { type: 'master', os: 'windows', name: MASTER, mode: 'reset', disk_agent: 'b' });
       expect([disk.status, disk.body.disks[0].agent, disk.body.disks[0].source.version]).toEqual([201, 'b', 1]);
@@ -99,7 +100,7 @@ describe('master version distribution between agents', () => {
       const d2 = await until(async () => {
         const r = await t.req('GET', `/masters/${MASTER}/versions/2/distribution`);
         return r.status === 200 ? (r.body as Dist) : null;
-      });
+      }, 60_000); // version 2 is known once agent a has hashed the new 4 GiB file
       expect(d2).toMatchObject({ version: 2, sha256: sha256(path.join(diskDir('a'), MASTER)), size: 4 * GiB, complete: false });
       expect(d2!.agents).toEqual([
         { agent: 'a', state: 'present' },
@@ -109,7 +110,7 @@ describe('master version distribution between agents', () => {
       expect([refused.status, refused.body.message]).toEqual([409, `version 2 of ${MASTER} is not on b, where disks of it are; distribute it first (POST /masters/${MASTER}/versions/2/distribute); nothing was started`]);
       const unknown = await t.req('POST', `/masters/${MASTER}/versions/7/distribute`);
       expect([unknown.status, unknown.body.message]).toEqual([404, `version not found: no enabled disk agent holds version 7 of ${MASTER}`]);
-    });
+    }, 180_000);
 
     it('a transfer survives killing the receiving agent mid-way: nothing half-written is a version, and asking again resumes after what was written', async () => {
       const started = await t.req('POST', `/masters/${MASTER}/versions/2/distribute`);
