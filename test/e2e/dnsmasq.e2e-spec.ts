@@ -148,7 +148,7 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
     expect(t.read('dnsmasq/dhcp-hosts.conf')).toBe('02:00:00:00:00:01,w1\n');
   });
 
-  it('inplace mode keeps the inode (single-file bind mount); atomic mode replaces the file', async () => {
+  it('inplace mode keeps the inode (single-file bind mount); atomic mode swaps a symlink to the new content', async () => {
     const dir = tempDir();
     fs.mkdirSync(path.join(dir, 'dnsmasq'), { recursive: true });
     const file = path.join(dir, 'dnsmasq/dhcp-hosts.conf');
@@ -166,5 +166,8 @@ describe('dnsmasq projection and reload strategies (real dnsmasq)', () => {
     await t.req('DELETE', '/workers/w2');
     expect(fs.readFileSync(file, 'utf8')).toBe('');
     expect(fs.statSync(file).ino).not.toBe(ino);
+    // Atomic mode swaps a symlink to a fresh data file (no rename over the data: see replaceViaLink); the previous data file is gone.
+    expect(fs.lstatSync(file).isSymbolicLink()).toBe(true);
+    expect(fs.readdirSync(path.dirname(file)).sort()).toEqual([fs.readlinkSync(file), 'dhcp-hosts.conf']);
   });
 });

@@ -4,7 +4,9 @@ import { FileStamp, FileSystem } from '../../src/shared/files/file-system';
 export class MemFs extends FileSystem {
   files = new Map<string, string>();
   /** Every write in order: [file, kind]. */
-  writes: [string, 'atomic' | 'inplace' | 'append'][] = [];
+  writes: [string, 'atomic' | 'inplace' | 'append' | 'link'][] = [];
+  /** Files made durable by syncLinked, in order. */
+  synced: string[] = [];
   /** Writes to a file whose name ends with this fail (ENOSPC). */
   failOn: string | null = null;
   private stamps = new Map<string, number>();
@@ -25,6 +27,10 @@ export class MemFs extends FileSystem {
   }
   override readTextSync(f: string) {
     return this.files.get(f) ?? null;
+  }
+  override readBytesSync(f: string) {
+    const v = this.files.get(f);
+    return v === undefined ? null : Buffer.from(v);
   }
   override async readText(f: string) {
     return this.files.get(f) ?? null;
@@ -53,6 +59,17 @@ export class MemFs extends FileSystem {
     this.fail(f);
     this.put(f, data.toString());
     this.writes.push([f, 'atomic']);
+  }
+  override async replaceViaLink(f: string, data: Buffer) {
+    this.fail(f);
+    this.put(f, data.toString());
+    this.writes.push([f, 'link']);
+  }
+  override async syncLinked(f: string) {
+    this.synced.push(f);
+  }
+  override removeStaleLinkData() {
+    return [];
   }
   override async writeInPlace(f: string, d: string) {
     this.fail(f);

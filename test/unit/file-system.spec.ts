@@ -1,0 +1,53 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { FileSystem } from '../../src/shared/files/file-system';
+
+/** The real FileSystem on a temp directory: the one write that is not a plain rename. */
+describe('FileSystem.replaceViaLink', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kurrent-fs-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const names = () => fs.readdirSync(dir).sort();
+
+  it('points the file at a new data file each time and removes the previous one; a regular file is replaced', async () => {
+    const fsys = new FileSystem();
+    const file = path.join(dir, 'hosts.conf');
+    fs.writeFileSync(file, 'old regular file\n');
+    await fsys.replaceViaLink(file, Buffer.from('one\n'));
+    expect(fs.readFileSync(file, 'utf8')).toBe('one\n');
+    expect(fs.lstatSync(file).isSymbolicLink()).toBe(true);
+    const first = fs.readlinkSync(file);
+    expect(first).toMatch(/^\.hosts\.conf\.\d+\.\d+\.data$/);
+    await fsys.replaceViaLink(file, Buffer.from('two\n'));
+    expect(fs.readFileSync(file, 'utf8')).toBe('two\n');
+    expect(fs.readlinkSync(file)).not.toBe(first);
+    expect(names()).toEqual([fs.readlinkSync(file), 'hosts.conf'].sort());
+    await fsys.syncLinked(file);
+    expect(fs.readFileSync(file, 'utf8')).toBe('two\n');
+  });
+
+  it('at start, data files the link does not name are removed, the one it names is kept', async () => {
+    const fsys = new FileSystem();
+    const file = path.join(dir, 'hosts.conf');
+    await fsys.replaceViaLink(file, Buffer.from('current\n'));
+    fs.writeFileSync(path.join(dir, '.hosts.conf.99999.7.data'), 'left by a kill\n');
+    fs.writeFileSync(path.join(dir, '.other.conf.99999.7.data'), 'not ours\n');
+    expect(fsys.removeStaleLinkData(file)).toEqual(['.hosts.conf.99999.7.data']);
+    expect(fs.readFileSync(file, 'utf8')).toBe('current\n');
+    expect(names()).toEqual([fs.readlinkSync(file), '.other.conf.99999.7.data', 'hosts.conf'].sort());
+  });
+
+  it('a failed write leaves the old content and no stray file', async () => {
+    const fsys = new FileSystem();
+    const file = path.join(dir, 'hosts.conf');
+    await fsys.replaceViaLink(file, Buffer.from('kept\n'));
+    const before = names();
+    fsys.faultHook = (p) => {
+      if (p === 'written:hosts.conf') throw Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' });
+    };
+    await expect(fsys.replaceViaLink(file, Buffer.from('lost\n'))).rejects.toMatchObject({ path: file });
+    expect(fs.readFileSync(file, 'utf8')).toBe('kept\n');
+    expect(names()).toEqual(before);
+  });
+});
