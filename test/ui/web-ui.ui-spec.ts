@@ -549,11 +549,30 @@ describe('web UI (Chromium)', () => {
     await page.locator('.vbody').evaluate((el) => (el.scrollTop = el.scrollHeight));
     await page.getByRole('row', { name: new RegExp(first[399].mac) }).waitFor();
     expect(await page.locator('.vrow').count()).toBeLessThan(80);
-    // Search: from the last key to the one matching row.
-    const t1 = Date.now();
-    await page.getByLabel('Search').fill('BULK-94242');
+    // Search: from the last key to the one matching row, timed inside the page (the input event to
+    // the DOM change that shows it), so neither Playwright's polling nor this process's event loop
+    // (the control plane runs in it) is counted.
+    const searchMs = await page.evaluate(
+      () =>
+        new Promise<number>((resolve, reject) => {
+          // This runs in the page (this project's TypeScript has no DOM types).
+          const w = globalThis as unknown as { document: { querySelector(s: string): { value: string; textContent: string | null; dispatchEvent(e: unknown): void } }; MutationObserver: new (cb: () => void) => { observe(el: unknown, o: object): void; disconnect(): void }; Event: new (type: string, o: object) => unknown };
+          const input = w.document.querySelector('input[name="q"]');
+          const shownEl = w.document.querySelector('[data-testid="devices-shown"]');
+          const obs = new w.MutationObserver(() => {
+            if (shownEl.textContent?.trim() !== '1 shown of 1') return;
+            obs.disconnect();
+            resolve(performance.now() - t0);
+          });
+          obs.observe(shownEl, { subtree: true, childList: true, characterData: true });
+          setTimeout(() => reject(new Error(`no single match on screen: ${shownEl.textContent}`)), 10_000);
+          input.value = 'BULK-94242';
+          const t0 = performance.now();
+          input.dispatchEvent(new w.Event('input', { bubbles: true }));
+        }),
+    );
     await shown(1, 1).waitFor();
-    const searchMs = Date.now() - t1;
+    await page.getByRole('row', { name: new RegExp(macOf(0x10000 + 94242)) }).waitFor();
     // A MAC in another spelling finds it too.
     await page.getByLabel('Search').fill(macOf(0x10000 + 94242).replace(/:/g, '').toUpperCase());
     await page.getByRole('row', { name: new RegExp(macOf(0x10000 + 94242)) }).waitFor();
@@ -562,7 +581,7 @@ describe('web UI (Chromium)', () => {
     await page.keyboard.press('Enter');
     await page.getByRole('region', { name: `Device ${macOf(0x10000 + 94242)}` }).waitFor();
     // Printed, not asserted (a shared machine's timings are no pass/fail): issue 27 asks < 2 s and < 300 ms.
-    console.log(`Devices page with ${all.toLocaleString('en-US')} devices in Chromium: usable in ${usableMs} ms (goal < 2,000), a search answered on screen in ${searchMs} ms (goal < 300, 150 ms of it the typing pause)`);
+    console.log(`Devices page with ${all.toLocaleString('en-US')} devices in Chromium: usable in ${usableMs} ms (goal < 2,000), a search answered on screen in ${Math.round(searchMs)} ms (goal < 300, 150 ms of it the typing pause)`);
   }, 120_000);
 
   it('is usable on a tablet: navigation moves on top, nothing overflows sideways', async () => {

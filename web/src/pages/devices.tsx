@@ -1,5 +1,5 @@
 import { BootTimeline } from '../ui/boot-timeline';
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useMemo, useState } from 'preact/hooks';
 import { api, call, type Device, type Schemas } from '../api';
 import { countdown, hashPrefix, relativeTime } from '../lib/format';
 import { parseImport, parsePairs, type ParseError } from '../lib/paste';
@@ -33,8 +33,11 @@ export function DevicesPage() {
   const [key, setKey] = useState<Filter['key']>('');
   const [q, setQ] = useState('');
   const query = useDebounced(q, 150);
-  const [want, setWant] = useState(PAGE);
-  useEffect(() => setWant(PAGE), [state, key, query]);
+  // "More" counts for the filter it was pressed under: a new filter starts at one page in the same
+  // render (an effect resetting it would fetch the new filter twice, once with the old count).
+  const filterKey = `${state}\0${key}\0${query}`;
+  const [more, setMore] = useState({ filterKey, want: PAGE });
+  const want = more.filterKey === filterKey ? more.want : PAGE;
   const devices = useResource(() => loadDevices({ state, key, q: query }, want), [state, key, query, want], ['ledger', 'boots'], 3000);
   const [sel, setSel] = useState<string | null>(null);
   const [dialog, setDialog] = useState<Dialog>(null);
@@ -105,7 +108,7 @@ export function DevicesPage() {
           {page ? `${rows.length.toLocaleString('en-US')} shown of ${page.total.toLocaleString('en-US')}` : 'loading…'}
         </span>
         {page?.next_after && (
-          <button type="button" onClick={() => setWant(rows.length + PAGE)} disabled={devices.loading}>
+          <button type="button" onClick={() => setMore({ filterKey, want: rows.length + PAGE })} disabled={devices.loading}>
             More
           </button>
         )}
