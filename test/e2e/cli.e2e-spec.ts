@@ -136,6 +136,9 @@ describe('kurrent CLI', () => {
     expect((await ok(['devices', 'import', '-', '--json'], { stdin: JSON.stringify([{ mac: '52:54:00:00:00:04' }]) })).json.created).toHaveLength(1);
     expect((await ok(['devices', 'list', '--search', 'sn2', '--json'])).json.map((d: { mac: string }) => d.mac)).toEqual(['52:54:00:00:00:02']);
     expect((await ok(['devices', 'list', '--state', 'pooled'])).out.split('\n').filter((l) => l.startsWith('52:54')).length).toBe(4);
+    // Searched and paged by the control plane: a MAC in another spelling, and --limit in MAC order.
+    expect((await ok(['devices', 'list', '--search', '5254-0000-0003', '--json'])).json.map((d: { mac: string }) => d.mac)).toEqual(['52:54:00:00:00:03']);
+    expect((await ok(['devices', 'list', '--limit', '2', '--json'])).json.map((d: { mac: string }) => d.mac)).toEqual(['52:54:00:00:00:01', '52:54:00:00:00:02']);
     expect((await ok(['devices', 'show', '52-54-00-00-00-01', '--json'])).json.fingerprint.serial).toBe('SN1');
     expect((await ok(['devices', 'window', 'open', '--ttl', '15', '--max', '50', '--json'])).json).toMatchObject({ open: true, max_devices: 50, remaining: 50 });
     expect((await ok(['devices', 'window', 'show', '--json'])).json.open).toBe(true);

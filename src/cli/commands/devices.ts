@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
+import type { Schemas } from '../../client';
 import { call, CliContext, int, parseDevices, parsePairs, summary } from '../context';
-import { ago, fields, table } from '../output';
+import { ago, CliError, EXIT, fields, table } from '../output';
 
 /** `kurrent devices ...`: machines by MAC, the registration window, bindings. */
 export function deviceCommands(ctx: CliContext): void {
@@ -8,13 +9,21 @@ export function deviceCommands(ctx: CliContext): void {
   const devices = program.command('devices').description('physical machines by MAC');
   verb(devices, 'list', 'devices, optionally by state or text', 'kurrent devices list --state pooled --search dell')
     .option('--state <state>', 'pooled | bound | revoked')
-    .option('--search <text>', 'MAC, serial or product contains this')
-    .action(async (o: { state?: 'pooled' | 'bound' | 'revoked'; search?: string }) => {
-      let data = await call(api().GET('/devices', { params: { query: o.state ? { state: o.state } : {} } }));
-      if (o.search) {
-        const q = o.search.toLowerCase();
-        data = data.filter((d) => [d.mac, d.fingerprint.serial, d.fingerprint.product].some((v) => v?.toLowerCase().includes(q)));
-      }
+    .option('--search <text>', 'MAC in any spelling, serial, product, manufacturer or bound worker contains this')
+    .option('--limit <n>', 'at most n devices (in MAC order)', int('--limit'))
+    .action(async (o: { state?: 'pooled' | 'bound' | 'revoked'; search?: string; limit?: number }) => {
+      // Filtered, searched and paged by the control plane (GET /devices/page, as the web UI):
+      // a 100,000-device pool is never one 43 MB answer, and --limit stops after what it needs.
+      if (o.limit === 0) throw new CliError('--limit must be at least 1, got 0', EXIT.usage);
+      const query = { state: o.state ?? 'all', ...(o.search ? { q: o.search } : {}) } as const;
+      const want = o.limit ?? Infinity;
+      const data: Schemas['DeviceDto'][] = [];
+      let after: string | undefined;
+      do {
+        const page = await call(api().GET('/devices/page', { params: { query: { ...query, limit: Math.min(1000, want - data.length), ...(after ? { after } : {}) } } }));
+        data.push(...page.items);
+        after = page.next_after ?? undefined;
+      } while (after && data.length < want);
       print(data, () =>
         table(
           data.map((d) => ({ ...d, product: d.fingerprint.product, serial: d.fingerprint.serial, key: d.key_sha256 ? 'claimed' : '-', last_seen: ago(d.last_seen) })),
