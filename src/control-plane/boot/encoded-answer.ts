@@ -31,12 +31,35 @@ export class EncodedAnswer {
       this.wireBytes = build();
       this.wireDate = date;
       this.wireKeepAlive = keepAliveSeconds;
+      builtIn(date, this);
     }
     return this.wireBytes;
+  }
+
+  /** Lets go of the built response (its second is over: it would only be built again). */
+  dropWire(): void {
+    this.wireBytes = null;
   }
 
   /** A string goes out as text/plain (an iPXE script), an object as JSON. */
   static of(body: string | object): EncodedAnswer {
     return typeof body === 'string' ? new EncodedAnswer(Buffer.from(body, 'utf8'), TEXT) : new EncodedAnswer(Buffer.from(JSON.stringify(body), 'utf8'), JSON_TYPE);
   }
+}
+
+/**
+ * The answers whose whole response was built in the current second: when the second changes,
+ * they let go of it. A storm asks each seat's own answer once, and without this every one of
+ * 100,000 answers kept its last response until its next boot (bench:scale, RSS after a storm).
+ */
+let builtSecond = '';
+let built: EncodedAnswer[] = [];
+
+function builtIn(date: string, answer: EncodedAnswer): void {
+  if (date !== builtSecond) {
+    for (const a of built) if (a !== answer) a.dropWire();
+    built = [];
+    builtSecond = date;
+  }
+  built.push(answer);
 }
