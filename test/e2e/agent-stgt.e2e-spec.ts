@@ -152,9 +152,9 @@ describe('storage agent on a real tgtd (stgt backend)', () => {
       ['/luns/disk', { iqn: `${BASE}:x`, filename: '.hidden.img', size: '1G' }, 400, /filename/],
       ['/luns/disk', { iqn: `${BASE}:x`, filename: 'nul\u0000.img', size: '1G' }, 400, /filename/],
       // A writable disk named like a master would become one at the next scan; names that display as others.
-      ['/luns/disk', { iqn: `${BASE}:x`, filename: 'x_tpl_ubuntu.img', size: '1G' }, 400, /^filename: filename must be a plain file name without _tpl_/],
+      ['/luns/disk', { iqn: `${BASE}:x`, filename: 'x_tpl_ubuntu.img', size: '1G' }, 400, /^filename: must be a plain file name without _tpl_/],
       ...['gmi.\u202eexe.img', 'a\u0085b.img', 'zero\u200bwidth.img', 'bom\ufeff.img'].map((filename) => ['/luns/disk', { iqn: `${BASE}:x`, filename, size: '1G' }, 400, /^filename: /] as [string, unknown, number, RegExp]),
-      ['/luns/cd', { iso: 'Win11\u202eosi.iso' }, 400, /^iso: iso must be a plain file name/],
+      ['/luns/cd', { iso: 'Win11\u202eosi.iso' }, 400, /^iso: must be a plain file name/],
       // NQNs and IQNs carry a real month.
       ['/luns/disk', { iqn: `${BASE}:x`, size: '1G', allowed_hosts: ['nqn.2026-13.com.example:h'] }, 400, /^allowed_hosts: /],
       ['/luns/disk', { iqn: `${BASE}:x`, size: '1G', allowed_initiators: ['iqn.2026-00.com.example:h'] }, 400, /^allowed_initiators: /],

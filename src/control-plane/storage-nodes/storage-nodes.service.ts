@@ -169,7 +169,7 @@ export class StorageNodesService implements OnApplicationBootstrap {
   /** Read-only: derives registration parameters from a live agent (reference 6.2). */
   async probe(dto: ProbeAgentDto): Promise<ProbeResultDto> {
     const base = normalizeBaseUrl(dto.base_url);
-    if (!base) throw badRequest(`base_url: ${BASE_URL_RULE}`);
+    if (!base) throw badRequest(`base_url: ${BASE_URL_RULE.slice('base_url '.length)}`);
     let token = dto.token ?? '';
     if (!token && dto.agent_id) {
       // A stored token only ever goes to the URL it was stored for.
@@ -299,7 +299,7 @@ export class StorageNodesService implements OnApplicationBootstrap {
 
   private record(id: string, dto: UpdateAgentDto, oldToken: string): AgentRecord {
     const base = normalizeBaseUrl(dto.base_url);
-    if (!base) throw badRequest(`base_url: ${BASE_URL_RULE}`);
+    if (!base) throw badRequest(`base_url: ${BASE_URL_RULE.slice('base_url '.length)}`);
     return {
       id,
       base_url: base,

@@ -57,8 +57,13 @@ function flatten(errors: ValidationError[], prefix = ''): { field: string; messa
   return out;
 }
 
-const fail = (list: { field: string; message: string }[]) =>
-  new BadRequestException({ message: list.map((e) => `${e.field}: ${e.message}`).join('; ') || 'invalid request', errors: list });
+/** `mac: must be a MAC address ...`: the field once (class-validator's sentences begin with the property's own name). */
+const headline = (e: { field: string; message: string }) => {
+  const own = `${e.field.slice(e.field.lastIndexOf('.') + 1)} `;
+  return `${e.field}: ${e.message.startsWith(own) ? e.message.slice(own.length) : e.message}`;
+};
+
+const fail = (list: { field: string; message: string }[]) => new BadRequestException({ message: list.map(headline).join('; ') || 'invalid request', errors: list });
 
 /** Unknown fields rejected, null only where the spec allows it, messages name the (dotted) field. */
 class StrictValidationPipe extends ValidationPipe {
