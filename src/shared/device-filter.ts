@@ -36,13 +36,21 @@ export function searchText(d: FilterableDevice): string {
 }
 
 /**
+ * The free text as a search reads it: trimmed and lower-cased, and, when it could be (part of) a
+ * MAC in any spelling, its hex digits, which are looked for in the MAC's digits only.
+ */
+export function parseQuery(raw: string | undefined): { q: string; qMac: string; macLike: boolean } {
+  const q = (raw ?? '').trim().toLowerCase();
+  const qMac = macDigits(q);
+  return { q, qMac, macLike: q !== '' && /^[0-9a-f:.\-\s]+$/.test(q) && qMac.length >= 2 };
+}
+
+/**
  * A predicate for the filter; build it once per query, call it per device. `text` may return a
  * cached searchText(d) (the server keeps one per record across searches).
  */
 export function deviceMatcher<D extends FilterableDevice>(f: DeviceFilter, text: (d: D) => string = searchText): (d: D) => boolean {
-  const q = (f.q ?? '').trim().toLowerCase();
-  const qMac = macDigits(q);
-  const macLike = q !== '' && /^[0-9a-f:.\-\s]+$/.test(q) && qMac.length >= 2;
+  const { q, qMac, macLike } = parseQuery(f.q);
   const state = f.state && f.state !== 'all' ? f.state : '';
   const key = f.key && f.key !== 'any' ? f.key : '';
   return (d) => {
