@@ -5,6 +5,7 @@ import { AppConfig, loadConfig } from '../../src/control-plane/config/app-config
 import { DnsmasqService } from '../../src/control-plane/dnsmasq/dnsmasq.service';
 import { ProcessRunner } from '../../src/shared/process-runner';
 import { MemFs } from '../helpers/mem-fs';
+import { until } from '../helpers/poll';
 import { LedgerRepository } from '../../src/control-plane/repositories/ledger/ledger.repository';
 import { DeviceRecord, newDevice, newWorker, WorkerRecord } from '../../src/control-plane/repositories/ledger/records';
 
@@ -102,6 +103,21 @@ describe('DnsmasqService', () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  it('atomic mode swaps the file by link and makes it durable off the answer path: after a quiet second, or at shutdown', async () => {
+    const s = setup({});
+    await s.put([s.device('02:00:00:00:00:01', 'a')], [s.worker('a')]);
+    await settled(await s.svc.sync());
+    expect(s.fs.writes.filter(([f]) => f === '/d/dhcp-hosts.conf')).toEqual([['/d/dhcp-hosts.conf', 'link']]);
+    expect(s.fs.synced).toEqual([]); // not in the change's own path
+    expect(await until(async () => s.fs.synced.length === 1, 5000)).toBe(true);
+    expect(s.fs.synced).toEqual(['/d/dhcp-hosts.conf']);
+    // A change right before shutdown is made durable by the shutdown.
+    await s.put([s.device('02:00:00:00:00:02', 'b')], [s.worker('b')]);
+    await settled(await s.svc.sync());
+    await s.svc.onApplicationShutdown();
+    expect(s.fs.synced).toEqual(['/d/dhcp-hosts.conf', '/d/dhcp-hosts.conf']);
   });
 
   it('docker strategy execs killall -HUP in the container, once per change', async () => {

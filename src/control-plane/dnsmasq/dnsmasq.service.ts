@@ -185,18 +185,26 @@ export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private durableTimer: NodeJS.Timeout | null = null;
+  /** When the oldest change not yet made durable was written (performance.now), 0 when none. */
+  private durableSince = 0;
 
   /**
-   * The file made durable a second after the last change of a burst, off every answer's path: a
-   * power loss right after a change could otherwise leave dnsmasq an empty file until the control
-   * plane starts again and re-derives it.
+   * The file made durable a second after the last change of a burst (at most 10 s after its first
+   * change, however long the burst), off every answer's path: a power loss right after a change
+   * could otherwise leave dnsmasq an empty file until the control plane starts and re-derives it.
    */
   private scheduleDurable(): void {
+    const now = performance.now();
+    if (!this.durableSince) this.durableSince = now;
     if (this.durableTimer) clearTimeout(this.durableTimer);
-    this.durableTimer = setTimeout(() => {
-      this.durableTimer = null;
-      this.fs.syncLinked(this.file).catch((err) => this.log.warn(`dhcp-hosts.conf could not be made durable: ${(err as Error).message}`));
-    }, 1000);
+    this.durableTimer = setTimeout(
+      () => {
+        this.durableTimer = null;
+        this.durableSince = 0;
+        this.fs.syncLinked(this.file).catch((err) => this.log.warn(`dhcp-hosts.conf could not be made durable: ${(err as Error).message}`));
+      },
+      Math.max(0, Math.min(1000, this.durableSince + 10_000 - now)),
+    );
     this.durableTimer.unref?.();
   }
 
@@ -206,6 +214,7 @@ export class DnsmasqService implements OnModuleInit, OnApplicationShutdown {
     if (this.durableTimer) {
       clearTimeout(this.durableTimer);
       this.durableTimer = null;
+      this.durableSince = 0;
       await this.fs.syncLinked(this.file).catch(() => undefined);
     }
   }
