@@ -238,6 +238,11 @@ export class FileSystem {
 
   /** Removes temp files that a killed process left in dir; returns their names. */
   removeStaleTemps(dir: string): string[] {
+    return this.sweep(dir, (n) => TEMP_FILE.test(n));
+  }
+
+  /** Removes the files of dir whose name `stale` accepts; one that cannot be removed is left for the next start (it is never read). */
+  private sweep(dir: string, stale: (name: string) => boolean): string[] {
     let names: string[];
     try {
       names = fs.readdirSync(dir);
@@ -246,12 +251,12 @@ export class FileSystem {
     }
     const removed: string[] = [];
     for (const n of names) {
-      if (!TEMP_FILE.test(n)) continue;
+      if (!stale(n)) continue;
       try {
         fs.rmSync(path.join(dir, n), { force: true });
         removed.push(n);
       } catch {
-        // Left for the next start; it is never read.
+        // Left for the next start.
       }
     }
     return removed;
@@ -306,7 +311,6 @@ export class FileSystem {
 
   /** At start: removes data files of replaceViaLink that `file` no longer points at (a kill between the steps). */
   removeStaleLinkData(file: string): string[] {
-    const dir = path.dirname(file);
     const pattern = linkData(path.basename(file));
     let current: string | null = null;
     try {
@@ -314,19 +318,7 @@ export class FileSystem {
     } catch {
       // A regular file (an older release, or in-place mode) or none: every data file is stale.
     }
-    let names: string[];
-    try {
-      names = fs.readdirSync(dir);
-    } catch {
-      return [];
-    }
-    const removed: string[] = [];
-    for (const n of names) {
-      if (n === current || !pattern.test(n)) continue;
-      fs.rmSync(path.join(dir, n), { force: true });
-      removed.push(n);
-    }
-    return removed;
+    return this.sweep(path.dirname(file), (n) => n !== current && pattern.test(n));
   }
 
   /** Rewrites the file keeping its inode (a single-file bind mount keeps seeing it). */
