@@ -6,6 +6,7 @@
 #   build/ipxe/out/snponly.efi        chainloadable EFI iPXE (any NIC with SNP)
 #   build/ipxe/out/selftest.efi       snponly with ipxe/selftest.ipxe embedded (the tests' device)
 #   build/ipxe/out/marker.efi         snponly with ipxe/marker.ipxe embedded (the tests' worker OS)
+# ipxe/src/net/*: the NVMe/TCP SAN driver (sanboot nvme://, TLS 1.3 PSK, DH-HMAC-CHAP), into src/net/tcp/.
 # The device-key commands use EFI NVRAM, so there is no BIOS build.
 # TRUST: KURRENT_IPXE_TRUST=<cert.pem> pins the controller's certificate (iPXE ignores a `trust`
 # set later by a script). Skipped when the inputs' digest matches the last build's.
@@ -17,7 +18,7 @@ trust=${KURRENT_IPXE_TRUST:-}
 [ -f "$tarball" ] || { echo "build:ipxe: vendored iPXE not found at $tarball" >&2; exit 2; }
 [ -z "$trust" ] || [ -f "$trust" ] || { echo "build:ipxe: KURRENT_IPXE_TRUST=$trust not found" >&2; exit 2; }
 
-inputs=$( { sha256sum "$tarball" "$0" "$root"/ipxe/config/local/*.h "$root"/ipxe/src/*.c "$root"/ipxe/*.ipxe | cut -d' ' -f1
+inputs=$( { sha256sum "$tarball" "$0" "$root"/ipxe/config/local/*.h "$root"/ipxe/src/*.c "$root"/ipxe/src/net/* "$root"/ipxe/*.ipxe | cut -d' ' -f1
             [ -n "$trust" ] && sha256sum "$trust" | cut -d' ' -f1
             gcc --version | head -1; } | sha256sum | cut -d' ' -f1)
 out=$build/out
@@ -32,8 +33,9 @@ tar -xJf "$tarball" -C "$build"
 src=$(echo "$build"/ipxe-*/src)
 cp "$root"/ipxe/config/local/*.h "$src/config/local/"
 cp "$root"/ipxe/src/*.c "$src/hci/commands/"
-# Link the commands in: iPXE only takes objects some config requires.
-printf '\n#ifdef KURRENT_CMD\nREQUIRE_OBJECT ( kurrent_cmd );\n#endif\n' >> "$src/config/config.c"
+cp "$root"/ipxe/src/net/* "$src/net/tcp/"
+# Link the commands and the NVMe/TCP SAN driver in: iPXE only takes objects some config requires.
+printf '\n#ifdef KURRENT_CMD\nREQUIRE_OBJECT ( kurrent_cmd );\n#endif\n#ifdef SANBOOT_PROTO_NVME\nREQUIRE_OBJECT ( nvme_tcp );\n#endif\n' >> "$src/config/config.c"
 
 jobs=$(nproc)
 trustarg=()

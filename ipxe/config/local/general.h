@@ -9,3 +9,5 @@
 
 /* Used by the tests' self-test script; harmless on a worker. */
 #define POWEROFF_CMD
+/* sanboot nvme:// (ipxe/src/net/nvme_tcp.c): NVMe/TCP over TLS 1.3 with a PSK, DH-HMAC-CHAP. */
+#define SANBOOT_PROTO_NVME
