@@ -1,0 +1,230 @@
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { generateDhchapKey } from '../../src/shared/nvme-keys';
+import { KernelNode } from '../../scripts/kernel-node';
+import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
+import { BOOT_MARKER } from '../helpers/images';
+import { pinnedIpxe } from '../helpers/ipxe';
+import { kernelStageTftp } from '../helpers/kernel-stage';
+
+/**
+ * sanboot nvme:// in Kurrent's iPXE (issue 21, ipxe/src/net/): qemu (TCG) with OVMF and our ROM
+ * boots a worker's disk from the real nvmet of the storage-node guest through the whole seed-004
+ * chain: TFTP boot.ipxe -> pinned HTTPS to the control plane -> boot.ipxe.cfg (device report,
+ * /boot-vars with hostnqn, tls-psk and the DH-HMAC-CHAP secrets, /boot-menu) -> menu.ipxe ->
+ * `sanboot nvme://<storager>:<port>/<disk nqn>`: TLS 1.3 with the PSK (tlshd on the target), then
+ * bidirectional DH-HMAC-CHAP on both queues, Identify, Read through UEFI Block I/O. The disk is a
+ * reflink clone (on the guest's btrfs) of an EFI master whose boot file prints the marker; the
+ * agent set up the subsystem, the allowed host, its keys and the PSK in the .nvme keyring. The
+ * refusals change the target behind the control plane's back, as a drifted, stale or hostile
+ * storage node would be.
+ */
+
+const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
+const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
+const MAC = '52:54:00:21:00:01';
+const TOKEN = 'kn-ipxe-nvme';
+const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-HMAC-CHAP against the real nvmet', () => {
+  const dir = tempDir('kurrent-ipxe-nvme-');
+  let target: KernelNode;
+  let t: TestApp;
+  let ipxe: ReturnType<typeof pinnedIpxe>;
+  let qemu: ChildProcess | undefined;
+  let tftp = '';
+  let bv: Record<string, string | number> = {};
+  const figures: Record<string, number | string> = {};
+
+  beforeAll(async () => {
+    ipxe = pinnedIpxe();
+    // The master: a whole-disk FAT file system whose removable-media boot file prints the marker.
+    const master = path.join(dir, '_tpl_efi.img');
+    execFileSync('dd', ['if=/dev/zero', `of=${master}`, 'bs=1M', 'count=8', 'status=none']);
+    execFileSync('mkfs.vfat', [master], { stdio: 'ignore' });
+    execFileSync('mmd', ['-i', master, '::/EFI', '::/EFI/BOOT']);
+    execFileSync('mcopy', ['-i', master, path.join(ipxe.out, 'marker.efi'), '::/EFI/BOOT/BOOTX64.EFI']);
+    const nvmePort = await freePort();
+    target = new KernelNode({
+      dir: path.join(dir, 'target'),
+      env: { IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_TOKEN: TOKEN, IPXE_AGENT_NVME_PORT: String(nvmePort), IPXE_AGENT_LOG_LEVEL: 'warn' },
+      ports: { nvme: nvmePort },
+      seed: { '_tpl_efi.img': master },
+    });
+    await target.start();
+    const CP_PORT = await freePort();
+    t = await startApp(
+      { IPXE_CP_TOKEN: 'cp', IPXE_CP_RECONCILE_SECONDS: '0', IPXE_CP_AGENT_PROBE_TIMEOUT_MS: '15000', KN_AGENT_TOKEN: TOKEN, IPXE_CP_TLS_CERT: ipxe.cert, IPXE_CP_TLS_KEY: ipxe.key },
+      { dir: path.join(dir, 'cp') },
+    );
+    await t.app.listen(CP_PORT, '127.0.0.1');
+    tftp = kernelStageTftp(dir, `https://10.0.2.2:${CP_PORT}`);
+    expect((await t.req('POST', '/agents', { id: 'kn1', base_url: target.agentUrl, token: '${KN_AGENT_TOKEN}', iscsi_server: '10.0.2.2', role: { disk: true }, tags: ['nvmet'] })).status).toBe(201);
+    await t.req('POST', '/devices', { mac: MAC });
+    expect((await t.req('POST', '/workers', { worker_id: 'seat-01', mac: MAC })).status).toBe(201);
+    await waitForMaster(t, '_tpl_efi.img');
+    expect((await t.req('PUT', '/workers/seat-01/credential', { dhchap_key: generateDhchapKey() })).status).toBe(200);
+    const d = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'debian', os_version: '12', name: '_tpl_efi.img' });
+    expect([d.status, d.status === 201 ? null : d.body]).toEqual([201, null]);
+    expect((await t.req('PUT', '/workers/seat-01/default-disk', { os_tag: d.body.disks[0].os_tag })).status).toBe(200);
+    expect((await t.req('PUT', '/workers/seat-01/default-os', { menu_timeout: 100 })).status).toBe(200);
+    bv = (await t.req('GET', `/boot-vars?mac=${MAC}&format=json`)).body;
+    expect(bv).toMatchObject({ disk_nqn: expect.any(String), tls_psk: expect.stringMatching(/^NVMeTLSkey-1:01:/), dhchap_ctrl_secret: expect.stringMatching(/^DHHC-1:/) });
+  }, 600_000);
+
+  afterAll(async () => {
+    qemu?.kill('SIGKILL');
+    // eslint-disable-next-line no-console
+    console.log(`iPXE NVMe/TCP boot (TCG): ${JSON.stringify(figures)}`);
+    await t?.close();
+    await target?.stop();
+  });
+
+  /** One power-on through the chain; resolves with the console (colour escapes out) and the time to the marker or power-off. */
+  async function boot(name: string, root = tftp): Promise<{ serial: string; ms: number; registeredMs?: number; nvmeBytes?: number }> {
+    const vars = path.join(dir, `${name}.vars.fd`);
+    fs.copyFileSync(OVMF_VARS, vars);
+    const serialFile = `${vars}.serial`;
+    fs.writeFileSync(serialFile, '');
+    const t0 = performance.now();
+    const q = spawn(
+      'qemu-system-x86_64',
+      [
+        ...['-accel', 'tcg', '-cpu', 'max', '-m', '512', '-machine', 'q35', '-no-reboot', '-display', 'none', '-monitor', 'none'],
+        ...['-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF_CODE}`, '-drive', `if=pflash,format=raw,unit=1,file=${vars}`],
+        ...['-netdev', `user,id=n0,tftp=${root},bootfile=boot.ipxe,hostname=seat-01`],
+        ...['-device', `e1000,netdev=n0,mac=${MAC},romfile=${path.join(ipxe.out, '8086100e.efirom')}`, '-serial', `file:${serialFile}`],
+      ],
+      { stdio: 'ignore' },
+    );
+    qemu = q;
+    const end = Date.now() + 240_000;
+    let text = '';
+    let registeredMs: number | undefined;
+    // What the worker received over NVMe/TCP (TLS records included), per connection: the host's
+    // loopback sockets between the worker's qemu (user networking) and the target's forwarded
+    // port, sampled until the VM powers off (the last 250 ms may go uncounted).
+    const received = new Map<string, number>();
+    // The marker, or menu.ipxe's "failed; back to the menu" after a refused sanboot.
+    while (Date.now() < end && q.exitCode === null && q.signalCode === null) {
+      text = fs.readFileSync(serialFile, 'latin1');
+      if (registeredMs === undefined && text.includes('Registered SAN device')) registeredMs = performance.now() - t0;
+      const ss = execFileSync('ss', ['-tinH', 'state', 'established', `( dport = :${bv.nvme_port} )`], { encoding: 'utf8' });
+      // One block per connection: "Recv-Q Send-Q local peer", then its indented details.
+      for (const block of ss.split(/\n(?=\S)/)) {
+        const local = block.split(/\s+/)[2];
+        const got = /bytes_received:(\d+)/.exec(block);
+        if (local && got) received.set(local, Math.max(received.get(local) ?? 0, Number(got[1])));
+      }
+      if (text.includes(BOOT_MARKER) || /failed; back to the menu/.test(text)) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const ms = performance.now() - t0;
+    const nvmeBytes = [...received.values()].reduce((a, b) => a + b, 0);
+    q.kill('SIGKILL');
+    await new Promise((r) => (q.exitCode !== null || q.signalCode !== null ? r(null) : q.once('exit', r)));
+    return { serial: fs.readFileSync(serialFile, 'latin1').replace(/\x1b\[[0-9;=]*[A-Za-z]/g, ''), ms, registeredMs, nvmeBytes };
+  }
+
+  const host = () => `/sys/kernel/config/nvmet/hosts/${bv.hostnqn}`;
+  const diskUri = () => `nvme://${bv.storager_ip}:${bv.nvme_port}/${bv.disk_nqn}`;
+
+  it('boots the default disk through the seed-004 chain: TLS 1.3 by tlshd, DH-HMAC-CHAP both ways, the EFI boot file read from the clone', async () => {
+    await target.exec('dmesg -C');
+    const r = await boot('good');
+    expect(r.serial).toContain(BOOT_MARKER);
+    figures.power_on_to_marker_ms = Math.round(r.ms);
+    figures.disk_registered_to_marker_ms = Math.round(r.ms - r.registeredMs!);
+    figures.bytes_received_over_nvme_tcp = r.nvmeBytes!;
+    figures.read_throughput_kib_s = Math.round(r.nvmeBytes! / 1024 / ((r.ms - r.registeredMs!) / 1000));
+    // The boot file alone is ~300 KiB: the target sent at least that, over the TLS connections.
+    expect(r.nvmeBytes).toBeGreaterThan(fs.statSync(path.join(ipxe.out, 'marker.efi')).size);
+    expect(r.serial).toContain('Booting from SAN device 0x80');
+    // The kernel saw an authenticated controller for this host on the worker's subsystem.
+    const dmesg = await target.exec('dmesg');
+    expect(dmesg).toContain(`for subsystem ${bv.disk_nqn} for NQN ${bv.hostnqn} with DH-HMAC-CHAP`);
+    expect(dmesg).not.toMatch(/host response mismatch|failure1/);
+    // tlshd did the server side of a TLS 1.3 PSK handshake for it.
+    expect(target.services()).toMatch(/Session description: \(TLS1\.3\)[\s\S]*Handshake request succeeded/);
+    // The session the control plane recorded: the firmware asked for this disk over NVMe/TCP.
+    const s = (await t.req('GET', `/boots?mac=${MAC}`)).body.items[0];
+    expect(s.stages.find((x: { stage: string }) => x.stage === 'vars').detail).toMatchObject({ transport: 'nvme-tcp' });
+  }, 300_000);
+
+  it('a target whose controller key is not the one the control plane gave (drifted or impostor) is refused before any code from it runs', async () => {
+    const real = String(bv.dhchap_ctrl_secret);
+    await target.exec(`echo ${sh(generateDhchapKey())} > ${sh(`${host()}/dhchap_ctrl_key`)}`);
+    try {
+      const r = await boot('wrong-ctrl');
+      expect(r.serial).not.toContain(BOOT_MARKER);
+      expect(r.serial).toMatch(/Could not open SAN device: NVMe target failed DH-HMAC-CHAP \(wrong controller key\)/);
+      expect(r.serial).toContain(`Boot of`);
+    } finally {
+      await target.exec(`echo ${sh(real)} > ${sh(`${host()}/dhchap_ctrl_key`)}`);
+    }
+  }, 300_000);
+
+  it('a target holding a stale host key (its configfs behind the agent\'s state) refuses the worker: host response mismatch; with the key back it boots', async () => {
+    const real = String(bv.dhchap_secret);
+    await target.exec(`echo ${sh(generateDhchapKey())} > ${sh(`${host()}/dhchap_key`)}; dmesg -C`);
+    try {
+      const r = await boot('stale-host-key');
+      expect(r.serial).not.toContain(BOOT_MARKER);
+      expect(r.serial).toMatch(/Could not open SAN device: NVMe target refused DH-HMAC-CHAP \(host key\)/);
+      expect(await target.exec('dmesg')).toMatch(/host response mismatch/);
+    } finally {
+      await target.exec(`echo ${sh(real)} > ${sh(`${host()}/dhchap_key`)}`);
+    }
+    expect((await boot('key-back')).serial).toContain(BOOT_MARKER);
+  }, 600_000);
+
+  it('a port without TLS is refused: the firmware never speaks NVMe/TCP in plaintext', async () => {
+    const port = '/sys/kernel/config/nvmet/ports/1';
+    const link = `${port}/subsystems/${bv.disk_nqn}`;
+    const plain = `rm ${sh(link)} && echo none > ${port}/addr_tsas && echo 'not specified' > ${port}/addr_treq && ln -s ${sh(`/sys/kernel/config/nvmet/subsystems/${bv.disk_nqn}`)} ${sh(`${port}/subsystems/`)}`;
+    const tls = `rm ${sh(link)} && echo tls1.3 > ${port}/addr_tsas && echo required > ${port}/addr_treq && ln -s ${sh(`/sys/kernel/config/nvmet/subsystems/${bv.disk_nqn}`)} ${sh(`${port}/subsystems/`)}`;
+    await target.exec(`${plain}; cat ${port}/addr_tsas`);
+    try {
+      expect((await target.exec(`cat ${port}/addr_tsas`)).trim()).toBe('none');
+      const r = await boot('no-tls');
+      expect(r.serial).not.toContain(BOOT_MARKER);
+      expect(r.serial).toMatch(/Could not open SAN device: NVMe\/TCP TLS: port does not speak TLS 1\.3/);
+      expect(r.serial).toContain(diskUri());
+    } finally {
+      await target.exec(tls);
+    }
+    expect((await target.exec(`cat ${port}/addr_tsas`)).trim()).toBe('tls1.3');
+  }, 300_000);
+
+  it('sanhook holds the disk past the Keep Alive timeout (Keep Alive sent), then sanboot boots it; the target never expires the controller', async () => {
+    // The /boot-vars values as a TFTP script: the same settings the chain sets, without the menu.
+    const d = path.join(dir, 'tftp-hook');
+    fs.mkdirSync(d, { recursive: true });
+    fs.writeFileSync(
+      path.join(d, 'boot.ipxe'),
+      [
+        '#!ipxe',
+        `set hostnqn ${bv.hostnqn}`,
+        `set tls-psk ${bv.tls_psk}`,
+        `set dhchap-secret ${bv.dhchap_secret}`,
+        `set dhchap-ctrl-secret ${bv.dhchap_ctrl_secret}`,
+        `sanhook --drive 0x81 ${diskUri()} || echo HOOK-FAILED`,
+        'echo HOOKED',
+        // Twice the 10 s Keep Alive timeout asked for in Connect.
+        'sleep 20',
+        'sanboot --drive 0x81 || echo BOOT-FAILED',
+        'poweroff',
+        '',
+      ].join('\n'),
+    );
+    await target.exec('dmesg -C');
+    const r = await boot('hook', d);
+    expect(r.serial).toContain('HOOKED');
+    expect(r.serial).not.toContain('HOOK-FAILED');
+    expect(r.serial).toContain(BOOT_MARKER);
+    const dmesg = await target.exec('dmesg');
+    expect(dmesg).toContain(`for subsystem ${bv.disk_nqn} for NQN ${bv.hostnqn} with DH-HMAC-CHAP`);
+    expect(dmesg).not.toMatch(/keep-alive|keep alive/i);
+  }, 300_000);
+});
