@@ -1,4 +1,5 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { crc32 } from 'node:zlib';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { generateDhchapKey } from '../../src/shared/nvme-keys';
@@ -35,6 +36,7 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
   let qemu: ChildProcess | undefined;
   let tftp = '';
   let bv: Record<string, string | number> = {};
+  let firstTag = '';
   const figures: Record<string, number | string> = {};
 
   beforeAll(async () => {
@@ -67,7 +69,8 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     expect((await t.req('PUT', '/workers/seat-01/credential', { dhchap_key: generateDhchapKey() })).status).toBe(200);
     const d = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'debian', os_version: '12', name: '_tpl_efi.img' });
     expect([d.status, d.status === 201 ? null : d.body]).toEqual([201, null]);
-    expect((await t.req('PUT', '/workers/seat-01/default-disk', { os_tag: d.body.disks[0].os_tag })).status).toBe(200);
+    firstTag = d.body.disks[0].os_tag;
+    expect((await t.req('PUT', '/workers/seat-01/default-disk', { os_tag: firstTag })).status).toBe(200);
     expect((await t.req('PUT', '/workers/seat-01/default-os', { menu_timeout: 100 })).status).toBe(200);
     bv = (await t.req('GET', `/boot-vars?mac=${MAC}&format=json`)).body;
     expect(bv).toMatchObject({ disk_nqn: expect.any(String), tls_psk: expect.stringMatching(/^NVMeTLSkey-1:01:/), dhchap_ctrl_secret: expect.stringMatching(/^DHHC-1:/) });
@@ -128,6 +131,8 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
   }
 
   const host = () => `/sys/kernel/config/nvmet/hosts/${bv.hostnqn}`;
+  /** The reason the firmware printed for a refused sanboot, for the reader of the CI log. */
+  const reason = (serial: string) => /Could not open SAN device: ([^(\r\n]*)/.exec(serial)?.[1]?.trim() ?? '(none)';
   const diskUri = () => `nvme://${bv.storager_ip}:${bv.nvme_port}/${bv.disk_nqn}`;
 
   it('boots the default disk through the seed-004 chain: TLS 1.3 by tlshd, DH-HMAC-CHAP both ways, the EFI boot file read from the clone', async () => {
@@ -157,6 +162,7 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     await target.exec(`echo ${sh(generateDhchapKey())} > ${sh(`${host()}/dhchap_ctrl_key`)}`);
     try {
       const r = await boot('wrong-ctrl');
+      figures.refused_wrong_ctrl_key = reason(r.serial);
       expect(r.serial).not.toContain(BOOT_MARKER);
       expect(r.serial).toMatch(/Could not open SAN device: NVMe target failed DH-HMAC-CHAP \(wrong controller key\)/);
       expect(r.serial).toContain(`Boot of`);
@@ -170,6 +176,7 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     await target.exec(`echo ${sh(generateDhchapKey())} > ${sh(`${host()}/dhchap_key`)}; dmesg -C`);
     try {
       const r = await boot('stale-host-key');
+      figures.refused_stale_host_key = reason(r.serial);
       expect(r.serial).not.toContain(BOOT_MARKER);
       expect(r.serial).toMatch(/Could not open SAN device: NVMe target refused DH-HMAC-CHAP \(host key\)/);
       expect(await target.exec('dmesg')).toMatch(/host response mismatch/);
@@ -188,8 +195,9 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     try {
       expect((await target.exec(`cat ${port}/addr_tsas`)).trim()).toBe('none');
       const r = await boot('no-tls');
+      figures.refused_no_tls = reason(r.serial);
       expect(r.serial).not.toContain(BOOT_MARKER);
-      expect(r.serial).toMatch(/Could not open SAN device: NVMe\/TCP TLS: port does not speak TLS 1\.3/);
+      expect(r.serial).toMatch(/Could not open SAN device: NVMe\/TCP TLS: (no TLS on port, or PSK identity unknown|port does not speak TLS 1\.3)/);
       expect(r.serial).toContain(diskUri());
     } finally {
       await target.exec(tls);
@@ -197,27 +205,53 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     expect((await target.exec(`cat ${port}/addr_tsas`)).trim()).toBe('tls1.3');
   }, 300_000);
 
-  it('sanhook holds the disk past the Keep Alive timeout (Keep Alive sent), then sanboot boots it; the target never expires the controller', async () => {
-    // The /boot-vars values as a TFTP script: the same settings the chain sets, without the menu.
-    const d = path.join(dir, 'tftp-hook');
+  it('the boot menu offers a second NVMe disk of the same worker; made the default, it boots from its own subsystem', async () => {
+    const d = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'ubuntu', os_version: '24.04', name: '_tpl_efi.img' });
+    expect([d.status, d.status === 201 ? null : d.body]).toEqual([201, null]);
+    const second = d.body.disks.find((x: { os: string }) => x.os === 'ubuntu');
+    expect(second.nqn).not.toBe(bv.disk_nqn);
+    const menu = (await t.req('GET', `/boot-menu?mac=${MAC}&format=json`)).body;
+    expect(menu.items.map((i: { root: string }) => i.root)).toEqual(expect.arrayContaining([diskUri(), `nvme://${bv.storager_ip}:${bv.nvme_port}/${second.nqn}`]));
+    expect((await t.req('PUT', '/workers/seat-01/default-disk', { os_tag: second.os_tag })).status).toBe(200);
+    try {
+      await target.exec('dmesg -C');
+      const r = await boot('second-disk');
+      expect(r.serial).toContain(BOOT_MARKER);
+      expect(await target.exec('dmesg')).toContain(`for subsystem ${second.nqn} for NQN ${bv.hostnqn} with DH-HMAC-CHAP`);
+    } finally {
+      expect((await t.req('PUT', '/workers/seat-01/default-disk', { os_tag: firstTag })).status).toBe(200);
+    }
+  }, 300_000);
+
+  /** A TFTP root whose boot.ipxe sets what /boot-vars sets (values overridable), then runs `lines`: the firmware without the menu. */
+  function scriptWith(name: string, vars: Record<string, string | number>, lines: string[]): string {
+    const d = path.join(dir, `tftp-${name}`);
     fs.mkdirSync(d, { recursive: true });
-    fs.writeFileSync(
-      path.join(d, 'boot.ipxe'),
-      [
-        '#!ipxe',
-        `set hostnqn ${bv.hostnqn}`,
-        `set tls-psk ${bv.tls_psk}`,
-        `set dhchap-secret ${bv.dhchap_secret}`,
-        `set dhchap-ctrl-secret ${bv.dhchap_ctrl_secret}`,
-        `sanhook --drive 0x81 ${diskUri()} || echo HOOK-FAILED`,
-        'echo HOOKED',
-        // Twice the 10 s Keep Alive timeout asked for in Connect.
-        'sleep 20',
-        'sanboot --drive 0x81 || echo BOOT-FAILED',
-        'poweroff',
-        '',
-      ].join('\n'),
-    );
+    const set = ['hostnqn', 'tls-psk', 'dhchap-secret', 'dhchap-ctrl-secret'].map((k) => `set ${k} ${vars[k.replace(/-/g, '_')]}`);
+    fs.writeFileSync(path.join(d, 'boot.ipxe'), ['#!ipxe', ...set, ...lines, 'poweroff', ''].join('\n'));
+    return d;
+  }
+
+  it('a worker holding another PSK (stale or forged) fails the TLS handshake; nothing of NVMe is spoken', async () => {
+    // Same form and checksum rules, another key: what a worker with a rotated-away PSK holds.
+    const raw = Buffer.from(String(bv.tls_psk).split(':')[2], 'base64');
+    const key = Buffer.from(raw.subarray(0, 32).map((b) => b ^ 0x5a));
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32LE(crc32(key));
+    const other = `NVMeTLSkey-1:01:${Buffer.concat([key, crc]).toString('base64')}:`;
+    await target.exec('dmesg -C');
+    const r = await boot('other-psk', scriptWith('other-psk', { ...bv, tls_psk: other }, [`sanboot ${diskUri()} || echo KURRENT-NVME-REFUSED`]));
+    figures.refused_other_psk = reason(r.serial);
+    expect(r.serial).toContain('KURRENT-NVME-REFUSED');
+    expect(r.serial).not.toContain(BOOT_MARKER);
+    expect(r.serial).toMatch(/Could not open SAN device: NVMe\/TCP TLS: (handshake refused by target|no TLS on port, or PSK identity unknown)/);
+    // No controller was created for it: the handshake never completed.
+    expect(await target.exec('dmesg')).not.toContain('creating nvm controller');
+  }, 300_000);
+
+  it('sanhook holds the disk past the Keep Alive timeout (Keep Alive sent), then sanboot boots it; the target never expires the controller', async () => {
+    // Twice the 10 s Keep Alive timeout asked for in Connect.
+    const d = scriptWith('hook', bv, [`sanhook --drive 0x81 ${diskUri()} || echo HOOK-FAILED`, 'echo HOOKED', 'sleep 20', 'sanboot --drive 0x81 || echo BOOT-FAILED']);
     await target.exec('dmesg -C');
     const r = await boot('hook', d);
     expect(r.serial).toContain('HOOKED');

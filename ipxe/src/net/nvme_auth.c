@@ -305,6 +305,41 @@ static int nvme_auth_failure ( const uint8_t *msg, size_t len ) {
 }
 
 /**
+ * Reject the controller public values that would pin the session key to
+ * a small subgroup ({1, p-1} of the safe prime: 0, 1, p-1, p, p+1)
+ *
+ * @v y			Public value (big-endian, AUTH_DHLEN bytes)
+ * @ret ok		Value is usable
+ */
+static int nvme_auth_public_ok ( const uint8_t *y ) {
+	unsigned int i;
+	int small = 1;
+	int top = 1;
+	int low_ones = 1;
+	int low_zero = 1;
+
+	for ( i = 0 ; i < ( AUTH_DHLEN - 1 ) ; i++ ) {
+		if ( y[i] )
+			small = 0;
+	}
+	if ( small && ( y[ AUTH_DHLEN - 1 ] <= 1 ) )
+		return 0;
+	/* The ffdhe primes' top and bottom 64 bits are all ones */
+	for ( i = 0 ; i < 8 ; i++ ) {
+		if ( y[i] != 0xff )
+			top = 0;
+		if ( y[ AUTH_DHLEN - 8 + i ] != 0x00 )
+			low_zero = 0;
+		if ( ( i < 7 ) && ( y[ AUTH_DHLEN - 8 + i ] != 0xff ) )
+			low_ones = 0;
+	}
+	if ( top && ( low_zero ||
+		      ( low_ones && ( y[ AUTH_DHLEN - 1 ] >= 0xfe ) ) ) )
+		return 0;
+	return 1;
+}
+
+/**
  * Handle DH-HMAC-CHAP_Challenge and build DH-HMAC-CHAP_Reply
  *
  * @v auth		Authentication state
@@ -335,7 +370,8 @@ int nvme_auth_reply ( struct nvme_auth *auth, const uint8_t *msg, size_t len,
 	dhvlen = ( msg[10] | ( msg[11] << 8 ) );
 	seq = ( msg[12] | ( msg[13] << 8 ) | ( msg[14] << 16 ) |
 		( ( uint32_t ) msg[15] << 24 ) );
-	if ( ( dhvlen != AUTH_DHLEN ) || ( len < ( 16 + AUTH_HL + dhvlen ) ) )
+	if ( ( dhvlen != AUTH_DHLEN ) || ( len < ( 16 + AUTH_HL + dhvlen ) ) ||
+	     ( ! nvme_auth_public_ok ( msg + 16 + AUTH_HL ) ) )
 		return -EPROTO_DHCHAP;
 
 	/* Ephemeral DH: our public value into the reply, the session key */

@@ -83,6 +83,10 @@ FILE_LICENCE ( GPL2_OR_LATER );
 	__einfo_uniqify ( EINFO_EPROTO, 0x01, \
 			  "NVMe/TCP TLS: port does not speak TLS 1.3" )
 #define EPROTO_TLS __einfo_error ( EINFO_EPROTO_TLS )
+#define EINFO_ECONNREFUSED_TLS \
+	__einfo_uniqify ( EINFO_ECONNREFUSED, 0x01, \
+			  "NVMe/TCP TLS: no TLS on port, or PSK identity unknown" )
+#define ECONNREFUSED_TLS __einfo_error ( EINFO_ECONNREFUSED_TLS )
 #define EINFO_EINVAL_PSK \
 	__einfo_uniqify ( EINFO_EINVAL, 0x01, \
 			  "tls-psk is not set or not NVMeTLSkey-1" )
@@ -93,6 +97,7 @@ struct errortab nvme_tls_errors[] __errortab = {
 	__einfo_errortab ( EINFO_EACCES_ALERT ),
 	__einfo_errortab ( EINFO_EACCES_FINISHED ),
 	__einfo_errortab ( EINFO_EPROTO_TLS ),
+	__einfo_errortab ( EINFO_ECONNREFUSED_TLS ),
 	__einfo_errortab ( EINFO_EINVAL_PSK ),
 };
 
@@ -175,6 +180,8 @@ struct tls13_session {
 	char *identity;
 	/** TLS PSK (the retained PSK) */
 	uint8_t psk[TLS13_HASH];
+	/** Our legacy session ID (the ServerHello must echo it) */
+	uint8_t sid[32];
 	/** X25519 private key */
 	uint8_t x25519[32];
 	/** Transcript hash context */
@@ -359,8 +366,10 @@ static int tls13_client_hello ( struct tls13_session *tls ) {
 		goto out;
 	p += 32;
 	*(p++) = 32;
-	if ( ( rc = rbg_generate ( NULL, 0, 0, p, 32 ) ) != 0 )
+	if ( ( rc = rbg_generate ( NULL, 0, 0, tls->sid,
+				   sizeof ( tls->sid ) ) ) != 0 )
 		goto out;
+	memcpy ( p, tls->sid, sizeof ( tls->sid ) );
 	p += 32;
 	/* One cipher suite, no compression */
 	*(p++) = 0;
@@ -480,6 +489,9 @@ static int tls13_server_hello ( struct tls13_session *tls,
 	p += ( 2 + 32 );
 	sid_len = *(p++);
 	if ( ( p + sid_len + 2 + 1 + 2 ) > end )
+		return -EPROTO_TLS;
+	if ( ( sid_len != sizeof ( tls->sid ) ) ||
+	     ( memcmp ( p, tls->sid, sizeof ( tls->sid ) ) != 0 ) )
 		return -EPROTO_TLS;
 	p += sid_len;
 	if ( tls13_u16 ( p ) != TLS13_AES_128_GCM_SHA256 )
@@ -914,12 +926,17 @@ static void tls13_close ( struct tls13_session *tls, int rc ) {
 	intfs_shutdown ( rc, &tls->cipher, &tls->plain, NULL );
 }
 
-/** Socket closed under us: before the handshake, the port did not
- * speak TLS */
+/** Socket closed under us: closed before any ServerHello, the port has
+ * no TLS (nvmet closes on a ClientHello where it expects ICReq) or tlshd
+ * found no key for the identity; both look the same from here */
 static void tls13_cipher_close ( struct tls13_session *tls, int rc ) {
-	if ( ( tls->state != TLS13_CONNECTED ) &&
-	     ( ( rc == 0 ) || ( rc == -ECONNRESET ) ) )
-		rc = -EPROTO_TLS;
+	if ( ( tls->state == TLS13_WAIT_SH ) &&
+	     ( ( rc == 0 ) || ( rc == -ECONNRESET ) ) ) {
+		rc = -ECONNREFUSED_TLS;
+	} else if ( ( tls->state != TLS13_CONNECTED ) &&
+		    ( ( rc == 0 ) || ( rc == -ECONNRESET ) ) ) {
+		rc = -EACCES_ALERT;
+	}
 	tls13_close ( tls, rc );
 }
 
