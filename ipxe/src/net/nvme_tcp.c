@@ -345,9 +345,14 @@ static void nvme_tcp_cmd_free ( struct refcnt *refcnt ) {
 
 /** Block command data interface: the SAN layer may close it (timeout) */
 static void nvme_tcp_cmd_block_close ( struct nvme_tcp_cmd *cmd, int rc ) {
-	/* The buffer is no longer ours to write: stop delivering into it */
+	/* The buffer is no longer ours: late data is discarded, and an R2T
+	 * that still asks for a write's data fails the connection (the
+	 * range check) rather than read freed memory
+	 */
 	cmd->in = NULL;
 	cmd->in_len = 0;
+	cmd->out = NULL;
+	cmd->out_len = 0;
 	intf_restart ( &cmd->block, rc );
 }
 
