@@ -240,7 +240,7 @@ describe('crash consistency (kill -9 under a write storm)', () => {
       // with too few writes to mean anything). A storm that stalls fails the test at its deadline.
       const devicesBefore = acked.devices.size;
       const pairsBefore = acked.pairs.size;
-      const progressed = () => acked.devices.size - devicesBefore >= 12 && acked.pairs.size - pairsBefore >= 2;
+      const progressed = () => acked.devices.size - devicesBefore >= 20 && acked.pairs.size - pairsBefore >= 2;
       const earliest = Date.now() + (fault ? 3000 : 150 + pick(700));
       const deadline = Date.now() + 20_000;
       while (cp.alive && Date.now() < deadline && (Date.now() < earliest || (!fault && !progressed()))) await sleep(10);
