@@ -134,6 +134,8 @@ describe('kernel stage: a Linux worker keeps its iSCSI disk after the firmware h
     const refused = await boot(vm, MAC, 'lin-01');
     expect(refused.serial).not.toMatch(UP);
     expect(refused.serial).not.toContain('kurrent-os:');
+    // The reason on the console, from /boot-vars (which carries no variable for it).
+    expect(refused.serial.replace(/\x1b\[[0-9;=]*[A-Za-z]/g, '')).toContain("Kurrent: the default disk does not boot now: the worker's storage credential is revoked");
     const [last] = await sessions(MAC);
     expect(last).toMatchObject({ outcome: 'failed', reason: expect.stringContaining('credential is revoked') });
   }, 1_800_000);

@@ -233,7 +233,11 @@ describe('NVMe/TCP credentials, boot variables and the reconciler (real nvmet ag
     expect(r.body.agents).toEqual([expect.objectContaining({ agent: 'n1', state: 'failed', attempts: 1, last_error: expect.stringMatching(/unavailable/) })]);
     // Not pushed: no boot with a key the agent does not hold, and no fallback.
     expect(await bootVars()).toEqual({});
-    expect((await req('GET', `/boot-vars?mac=${MAC}`)).text).toBe('#!ipxe\n# no per-worker boot vars found\n');
+    // The script carries no variable, and the reason for the console.
+    const blocked = (await req('GET', `/boot-vars?mac=${MAC}`)).text;
+    expect(blocked.startsWith('#!ipxe\n# no per-worker boot vars found\n')).toBe(true);
+    expect(blocked).not.toMatch(/^set /m);
+    expect(blocked).toContain("\necho Kurrent: the default disk does not boot now: the worker's current credential is not yet on the disk's agent (the reconciler pushes it)\n");
 
     // Backoff: a pass before next_attempt_at does nothing; after it, one attempt more and a longer wait.
     const gaps: number[] = [];

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { isIPv4 } from 'node:net';
-import { REFUSED_SCRIPT, renderIpxe, ScriptRefused } from '../../src/control-plane/boot/ipxe-script';
+import { REFUSED_SCRIPT, renderBlocked, renderIpxe, ScriptRefused } from '../../src/control-plane/boot/ipxe-script';
 import { cleanReportString, GRAMMARS, GrammarName, isDeviceMac, normalizeAddress, REPORT_FIELD_MAX } from '../../src/shared/grammars';
 
 const VARS: [string, GrammarName][] = [
@@ -119,6 +119,15 @@ describe('the iPXE renderer (property-based)', () => {
   it('a refusal is the inert script, never a partial one', () => {
     expect(() => renderIpxe('ok', [{ name: 'menu-default', grammar: 'menu-name', value: 'ubuntu\nchain http://x/' }])).toThrow(ScriptRefused);
     expect(REFUSED_SCRIPT).toMatch(/^#!ipxe\n# [^\n]*\n$/);
+  });
+
+  it('a blocked default disk: no variable, the reason on the console, nothing iPXE would expand or run', () => {
+    const s = renderBlocked("the worker's key ${evil}\nsanboot nvme://x/ && shell");
+    expect(s.startsWith('#!ipxe\n# no per-worker boot vars found\n')).toBe(true);
+    expect(s.split('\n').filter((l) => l.startsWith('echo Kurrent:'))).toEqual(["echo Kurrent: the default disk does not boot now: the worker's key   evil  sanboot nvme://x/    shell"]);
+    expect(s).not.toMatch(/\$\{evil|&&/);
+    expect(s.split('\n').filter((l) => /^(set|chain|imgfetch|sanboot|shell)\b/.test(l))).toEqual([]);
+    expect(s.endsWith('Press any key for the menu ||\n')).toBe(true);
   });
 });
 

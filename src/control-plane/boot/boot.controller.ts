@@ -42,7 +42,7 @@ export class BootController {
       'Lookup: hostname, else mac -> bound worker; a mac not bound to the named worker gets the empty script. ' +
       'iSCSI default disk (seed 000): base-iqn, iscsi-server, iscsi-sep, and for a worker with disks on LIO or stgt the CHAP `username` and `password` iPXE answers the target with. ' +
       'NVMe/TCP default disk (seed 004): disk-nqn, storager-ip, nvme-port, hostnqn, tls-psk, dhchap-secret and dhchap-ctrl-secret, and no iSCSI variable; ' +
-      'when that disk cannot be connected (credential revoked or not yet on its agent, port unknown or without TLS) the empty script, never a fallback. ' +
+      'when that disk cannot be connected (credential revoked or not yet on its agent, port unknown or without TLS) no variable, never a fallback: the empty script plus an `echo` of the reason (a fixed boot-readiness message) and a 10 s `prompt`, so the console says why (format=json: `{}`). ' +
       'Secrets go only to the MAC bound to the worker, never to a hostname alone; with signature enforcement on (PUT /settings/signature-enforcement) only to the bound device\'s key.',
   })
   @ApiErrors('public', 400)

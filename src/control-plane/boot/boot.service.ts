@@ -17,7 +17,7 @@ import { DiskVarsResolver } from './disk-vars';
 import { EncodedAnswer } from './encoded-answer';
 import { BOOT_BLOCKERS, BootBlockerCode, BootReadinessDto } from './dto/boot-readiness.dto';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
-import { checkVars, IpxeVar, REFUSED_SCRIPT, renderHold, renderIpxe, ScriptRefused } from './ipxe-script';
+import { checkVars, IpxeVar, REFUSED_SCRIPT, renderBlocked, renderHold, renderIpxe, ScriptRefused } from './ipxe-script';
 
 function checkFormat(format: unknown): void {
   if (format !== 'ipxe' && format !== 'json') throw badRequest(`format: must be ipxe or json, got ${JSON.stringify(format)}`);
@@ -325,10 +325,13 @@ export class BootService implements OnModuleInit {
     }
     const plan = r.kind === 'worker' ? this.workerPlan(r.worker) : null;
     let vars = plan ? plan.vars : this.rebootLoop();
-    // An NVMe default disk that cannot be connected now: the empty script, never another transport.
+    // A default disk that cannot be connected now: no variable (never another transport), and in the
+    // script the reason on the console. The caller already passed resolve (its signature when
+    // enforcement is on); the reason is an operational state, less than the secrets it would get.
     if (!vars) {
       this.noteFor(mac, r, 'vars', { answer: 'empty', reason: plan?.blocker ? BOOT_BLOCKERS[plan.blocker] : 'nothing to boot' });
-      return format === 'json' ? {} : EMPTY_SCRIPT;
+      if (format === 'json') return {};
+      return plan?.blocker ? renderBlocked(BOOT_BLOCKERS[plan.blocker]) : EMPTY_SCRIPT;
     }
     // The TLS PSK and DH-HMAC-CHAP secrets go only to the MAC bound to the worker (checked by resolve), never to a
     // hostname alone: hostnames are guessable. NVMe/TCP is refused like a disk that cannot be connected; iSCSI

@@ -69,3 +69,23 @@ export function renderHold(mac: string, reason: string): string {
     'reboot\n'
   );
 }
+
+/** Text a refusal message may carry: the hold's plain text plus the apostrophe (iPXE has no quoting). */
+const BLOCKED_TEXT = /[^A-Za-z0-9 .,:;()/_'-]/g;
+
+/**
+ * /boot-vars for a worker whose default disk cannot boot now (an NVMe/TCP disk whose credential is
+ * revoked or not yet on its agent, a port without TLS...): no variable, as the empty script, plus
+ * the reason on the console and a pause to read it before menu.ipxe takes the screen. The reason is
+ * a fixed BOOT_BLOCKERS message, still reduced to plain text here.
+ */
+export function renderBlocked(reason: string): string {
+  const r = reason.replace(BLOCKED_TEXT, ' ').slice(0, 200);
+  return (
+    '#!ipxe\n# no per-worker boot vars found\n' +
+    'echo\n' +
+    `echo Kurrent: the default disk does not boot now: ${r}\n` +
+    'echo The worker\'s boot readiness (web UI, Workers; or GET /workers) says the same.\n' +
+    'prompt --timeout 10000 Press any key for the menu ||\n'
+  );
+}
