@@ -41,8 +41,6 @@ FILE_LICENCE ( GPL2_OR_LATER );
 #include <ipxe/hmac.h>
 #include <ipxe/ffdhe.h>
 #include <ipxe/rbg.h>
-#include <ipxe/base64.h>
-#include <ipxe/crc32.h>
 #include <ipxe/settings.h>
 #include <ipxe/errortab.h>
 #include "nvme_tcp.h"
@@ -67,6 +65,10 @@ FILE_LICENCE ( GPL2_OR_LATER );
 	__einfo_uniqify ( EINFO_EPROTO, 0x01, \
 			  "NVMe DH-HMAC-CHAP message malformed" )
 #define EPROTO_DHCHAP __einfo_error ( EINFO_EPROTO_DHCHAP )
+#define EINFO_ENOENT_DHCHAP \
+	__einfo_uniqify ( EINFO_ENOENT, 0x01, \
+			  "NVMe target requires DH-HMAC-CHAP; dhchap-secret is not set" )
+#define ENOENT_DHCHAP __einfo_error ( EINFO_ENOENT_DHCHAP )
 
 struct errortab nvme_auth_errors[] __errortab = {
 	__einfo_errortab ( EINFO_EINVAL_DHCHAP ),
@@ -74,6 +76,7 @@ struct errortab nvme_auth_errors[] __errortab = {
 	__einfo_errortab ( EINFO_EACCES_CTRL ),
 	__einfo_errortab ( EINFO_ENOTSUP_DHCHAP ),
 	__einfo_errortab ( EINFO_EPROTO_DHCHAP ),
+	__einfo_errortab ( EINFO_ENOENT_DHCHAP ),
 };
 
 /** Host secret setting */
@@ -112,48 +115,19 @@ const struct setting nvme_dhchap_ctrl_secret_setting
  * Decode a DHHC-1 secret and transform it for an NQN
  * (nvme_auth_transform_key())
  *
- * @v text		DHHC-1:<hh>:<base64(key || crc32)>:
+ * @v text		DHHC-1:<hh>:<base64(key || crc32)>: (hh 00 or 01)
  * @v nqn		NQN the transformation binds it to
  * @v key		Transformed key to fill in (32 bytes)
  * @ret rc		Return status code
  */
 static int nvme_auth_key ( const char *text, const char *nqn, uint8_t *key ) {
-	uint8_t raw[ 64 + 4 + 4 ];
+	uint8_t raw[32];
 	uint8_t hmac[ hmac_ctxsize ( &sha256_algorithm ) ];
-	char b64[100];
-	const char *p;
-	const char *end;
-	uint32_t crc;
-	int len;
 	int hh;
 
-	if ( strncmp ( text, "DHHC-1:", 7 ) != 0 )
+	hh = nvme_key_decode ( text, "DHHC-1:", raw );
+	if ( hh < 0 )
 		return -EINVAL_DHCHAP;
-	p = ( text + 7 );
-	if ( ( p[0] != '0' ) || ( p[1] < '0' ) || ( p[1] > '3' ) ||
-	     ( p[2] != ':' ) )
-		return -EINVAL_DHCHAP;
-	hh = ( p[1] - '0' );
-	p += 3;
-	end = strchr ( p, ':' );
-	if ( ( ! end ) || ( end[1] != '\0' ) ||
-	     ( ( size_t ) ( end - p ) >= sizeof ( b64 ) ) )
-		return -EINVAL_DHCHAP;
-	memcpy ( b64, p, ( end - p ) );
-	b64[ end - p ] = '\0';
-	len = base64_decode ( b64, raw, sizeof ( raw ) );
-	memset ( b64, 0, sizeof ( b64 ) );
-	/* Only 32-byte keys: transformation with SHA-256 or none */
-	if ( ( len != ( 32 + 4 ) ) || ( hh > 1 ) ) {
-		memset ( raw, 0, sizeof ( raw ) );
-		return -EINVAL_DHCHAP;
-	}
-	crc = ~crc32_le ( ~0U, raw, 32 );
-	if ( ( raw[32] | ( raw[33] << 8 ) | ( raw[34] << 16 ) |
-	       ( ( uint32_t ) raw[35] << 24 ) ) != crc ) {
-		memset ( raw, 0, sizeof ( raw ) );
-		return -EINVAL_DHCHAP;
-	}
 	if ( hh == 0 ) {
 		memcpy ( key, raw, 32 );
 	} else {
@@ -161,6 +135,7 @@ static int nvme_auth_key ( const char *text, const char *nqn, uint8_t *key ) {
 		hmac_update ( &sha256_algorithm, hmac, nqn, strlen ( nqn ) );
 		hmac_update ( &sha256_algorithm, hmac, "NVMe-over-Fabrics", 17 );
 		hmac_final ( &sha256_algorithm, hmac, key );
+		memset ( hmac, 0, sizeof ( hmac ) );
 	}
 	memset ( raw, 0, sizeof ( raw ) );
 	return 0;
@@ -173,7 +148,7 @@ static int nvme_auth_key ( const char *text, const char *nqn, uint8_t *key ) {
  * @v hostnqn		Host NQN
  * @v subnqn		Subsystem NQN
  * @v t_id		Transaction ID
- * @ret rc		Return status code (-ENOENT: no host secret)
+ * @ret rc		Return status code (-ENOENT_DHCHAP: no host secret)
  */
 int nvme_auth_init ( struct nvme_auth *auth, const char *hostnqn,
 		     const char *subnqn, unsigned int t_id ) {
@@ -187,9 +162,10 @@ int nvme_auth_init ( struct nvme_auth *auth, const char *hostnqn,
 	auth->t_id = t_id;
 	len = fetch_string_setting_copy ( NULL, &nvme_dhchap_secret_setting,
 					  &text );
+	/* Absent (negative: settings.c's own ENOENT) or empty: not set */
 	if ( len <= 0 ) {
 		free ( text );
-		return ( ( len < 0 ) ? len : -ENOENT );
+		return -ENOENT_DHCHAP;
 	}
 	rc = nvme_auth_key ( text, hostnqn, auth->host_key );
 	memset ( text, 0, len );

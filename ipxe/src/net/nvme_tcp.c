@@ -66,7 +66,13 @@ FILE_LICENCE ( GPL2_OR_LATER );
 #include <ipxe/netdevice.h>
 #include <ipxe/efi/efi.h>
 #include <ipxe/efi/efi_path.h>
+#include <ipxe/base64.h>
+#include <ipxe/crc32.h>
+#include <ipxe/features.h>
 #include "nvme_tcp.h"
+
+/* In the banner only: no DHCP encapsulated feature code exists for it */
+FEATURE_NAME ( FEATURE_PROTOCOL, "NVMe/TCP" );
 
 /* Errors an operator reads on the console after "Could not boot:" */
 #define EINFO_EACCES_CONNECT \
@@ -1258,8 +1264,6 @@ static void nvme_tcp_queue_connected ( struct nvme_tcp_queue *queue,
 	}
 	rc = nvme_auth_init ( &queue->auth, ctrl->hostnqn, ctrl->subnqn,
 			      ( queue->qid + 1 ) );
-	if ( rc == -ENOENT )
-		rc = -EACCES_AUTH_REQUIRED;
 	if ( rc != 0 ) {
 		nvme_tcp_close ( ctrl, rc );
 		return;
@@ -1866,9 +1870,8 @@ static int nvme_tcp_parse ( struct nvme_tcp_ctrl *ctrl, struct uri *uri ) {
 
 	len = fetch_string_setting_copy ( NULL, &nvme_hostnqn_setting,
 					  &ctrl->hostnqn );
-	if ( len < 0 )
-		return len;
-	if ( ( len == 0 ) || ( len > 223 ) )
+	/* Absent (negative), empty or longer than an NQN may be: not set */
+	if ( ( len <= 0 ) || ( len > 223 ) )
 		return -EINVAL_HOSTNQN;
 	/* Without a host ID setting, the system UUID stands for it */
 	if ( fetch_uuid_setting ( NULL, &nvme_hostid_setting,
@@ -1932,3 +1935,54 @@ struct uri_opener nvme_tcp_uri_opener __uri_opener = {
 	.open = nvme_tcp_open,
 };
 
+
+/**
+ * Decode a 32-byte key in the NVMe interchange form (DH-HMAC-CHAP
+ * secrets and TLS PSKs share it)
+ *
+ * @v text		<prefix><hh>:<base64(key || crc32)>:
+ * @v prefix		"DHHC-1:" or "NVMeTLSkey-1:"
+ * @v key		Key to fill in (32 bytes)
+ * @ret hh		Transformation indicator (0: none, 1: SHA-256), or
+ *			negative error (wrong form, size or CRC-32)
+ */
+int nvme_key_decode ( const char *text, const char *prefix, uint8_t *key ) {
+	uint8_t raw[ 64 + 4 + 4 ];
+	char b64[100];
+	const char *p;
+	const char *end;
+	uint32_t crc;
+	int len;
+	int hh;
+
+	if ( strncmp ( text, prefix, strlen ( prefix ) ) != 0 )
+		return -EINVAL;
+	p = ( text + strlen ( prefix ) );
+	/* Only 00 and 01: larger hashes mean larger keys, not taken */
+	if ( ( p[0] != '0' ) || ( p[1] < '0' ) || ( p[1] > '1' ) ||
+	     ( p[2] != ':' ) )
+		return -EINVAL;
+	hh = ( p[1] - '0' );
+	p += 3;
+	end = strchr ( p, ':' );
+	if ( ( ! end ) || ( end[1] != '\0' ) ||
+	     ( ( size_t ) ( end - p ) >= sizeof ( b64 ) ) )
+		return -EINVAL;
+	memcpy ( b64, p, ( end - p ) );
+	b64[ end - p ] = '\0';
+	len = base64_decode ( b64, raw, sizeof ( raw ) );
+	memset ( b64, 0, sizeof ( b64 ) );
+	if ( len != ( 32 + 4 ) ) {
+		memset ( raw, 0, sizeof ( raw ) );
+		return -EINVAL;
+	}
+	crc = ~crc32_le ( ~0U, raw, 32 );
+	if ( ( raw[32] | ( raw[33] << 8 ) | ( raw[34] << 16 ) |
+	       ( ( uint32_t ) raw[35] << 24 ) ) != crc ) {
+		memset ( raw, 0, sizeof ( raw ) );
+		return -EINVAL;
+	}
+	memcpy ( key, raw, 32 );
+	memset ( raw, 0, sizeof ( raw ) );
+	return hh;
+}

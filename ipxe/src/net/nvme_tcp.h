@@ -389,5 +389,7 @@ extern size_t nvme_auth_finish ( struct nvme_auth *auth, int failed,
 extern int nvme_tcp_secure ( struct interface *xfer, const char *host,
 			     struct sockaddr *peer, const char *hostnqn,
 			     const char *subnqn );
+extern int nvme_key_decode ( const char *text, const char *prefix,
+			     uint8_t *key );
 
 #endif /* _NVME_TCP_H */

@@ -62,8 +62,6 @@ FILE_LICENCE ( GPL2_OR_LATER );
 #include <ipxe/hkdf.h>
 #include <ipxe/x25519.h>
 #include <ipxe/rbg.h>
-#include <ipxe/base64.h>
-#include <ipxe/crc32.h>
 #include <ipxe/errortab.h>
 #include "nvme_tcp.h"
 
@@ -981,43 +979,13 @@ static struct interface_descriptor tls13_cipher_desc =
  */
 static int tls13_retained_psk ( const char *interchange, const char *hostnqn,
 				uint8_t *retained ) {
-	static const char prefix[] = "NVMeTLSkey-1:";
-	uint8_t raw[ 48 + 4 + 4 ];
+	uint8_t raw[TLS13_HASH];
 	uint8_t prk[TLS13_HASH];
-	char b64[80];
-	const char *p;
-	const char *end;
-	uint32_t crc;
 	int hash;
-	int len;
 
-	if ( strncmp ( interchange, prefix, ( sizeof ( prefix ) - 1 ) ) != 0 )
+	hash = nvme_key_decode ( interchange, "NVMeTLSkey-1:", raw );
+	if ( hash < 0 )
 		return -EINVAL_PSK;
-	p = ( interchange + sizeof ( prefix ) - 1 );
-	if ( ( strncmp ( p, "00:", 3 ) == 0 ) ) {
-		hash = 0;
-	} else if ( strncmp ( p, "01:", 3 ) == 0 ) {
-		hash = 1;
-	} else {
-		return -EINVAL_PSK;
-	}
-	p += 3;
-	end = strchr ( p, ':' );
-	if ( ( ! end ) || ( end[1] != '\0' ) ||
-	     ( ( size_t ) ( end - p ) >= sizeof ( b64 ) ) )
-		return -EINVAL_PSK;
-	memcpy ( b64, p, ( end - p ) );
-	b64[ end - p ] = '\0';
-	len = base64_decode ( b64, raw, sizeof ( raw ) );
-	memset ( b64, 0, sizeof ( b64 ) );
-	if ( len != ( TLS13_HASH + 4 ) )
-		return -EINVAL_PSK;
-	crc = ~crc32_le ( ~0U, raw, TLS13_HASH );
-	if ( ( raw[32] | ( raw[33] << 8 ) | ( raw[34] << 16 ) |
-	       ( ( uint32_t ) raw[35] << 24 ) ) != crc ) {
-		memset ( raw, 0, sizeof ( raw ) );
-		return -EINVAL_PSK;
-	}
 	if ( hash == 0 ) {
 		memcpy ( retained, raw, TLS13_HASH );
 	} else {
@@ -1062,8 +1030,9 @@ int nvme_tcp_secure ( struct interface *xfer, const char *host,
 
 	len = fetch_string_setting_copy ( NULL, &nvme_tls_psk_setting,
 					  &interchange );
+	/* Absent (negative: settings.c's own ENOENT) or empty: not set */
 	if ( len <= 0 ) {
-		rc = ( ( len < 0 ) ? len : -EINVAL_PSK );
+		rc = -EINVAL_PSK;
 		goto err;
 	}
 	rc = tls13_retained_psk ( interchange, hostnqn, tls->psk );
