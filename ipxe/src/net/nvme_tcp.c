@@ -677,6 +677,13 @@ static int nvme_tcp_rx_header ( struct nvme_tcp_queue *queue ) {
 			return -EPROTO_PDU;
 		}
 		rc = nvme_tcp_status_rc ( pdu->rsp.cqe.status );
+		if ( rc != 0 ) {
+			DBGC ( ctrl, "NVMe %p q%d command %#04x opcode %#02x "
+			       "status %#04x\n", ctrl, queue->qid,
+			       le16_to_cpu ( cmd->sqe.common.cid ),
+			       cmd->sqe.common.opcode,
+			       le16_to_cpu ( pdu->rsp.cqe.status ) );
+		}
 		if ( rc == 0 && cmd->in_got != cmd->in_len && cmd->in ) {
 			DBGC ( ctrl, "NVMe %p q%d command %#04x got %zd of %zd "
 			       "bytes\n", ctrl, queue->qid,
