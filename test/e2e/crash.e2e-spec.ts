@@ -178,12 +178,19 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     for (let cycle = 0; cycle < KILLS; cycle++) {
       let stop = false;
       let n = 0;
+      // What the lanes met besides acknowledgements, for the message of a cycle that made no progress.
+      const met = new Map<string, number>();
+      const note = (what: string): void => void met.set(what, (met.get(what) ?? 0) + 1);
       const lane = async (fn: (i: number) => Promise<void>) => {
         while (!stop && cp.alive) {
           try {
             await fn(n++);
-          } catch {
-            return; // connection reset by the kill
+          } catch (e) {
+            // A connection reset by the kill ends the lane; on a live process it is noted and the
+            // lane goes on (one failed connection must not silence a lane for the whole cycle).
+            if (stop || !cp.alive) return;
+            note(`error ${(e as Error).message}`);
+            await sleep(20);
           }
         }
       };
@@ -193,6 +200,7 @@ describe('crash consistency (kill -9 under a write storm)', () => {
           const mac = `02:cc:${hex(cycle)}:${hex(i >> 8)}:${hex(i & 255)}:01`;
           const r = await cp.req('GET', `/devices/report?mac=${mac}&serial=S${i}`);
           if (r.status === 200) acked.devices.add(mac);
+          else note(`report ${r.status}`);
         }),
         // Worker identities, a third of them deleted again.
         lane(async (i) => {
@@ -208,13 +216,15 @@ describe('crash consistency (kill -9 under a write storm)', () => {
         // A device and a worker bound in one request (devices.yml + workers.yml + dhcp-hosts.conf).
         lane(async (i) => {
           const mac = `02:dd:${hex(cycle)}:${hex(i >> 8)}:${hex(i & 255)}:02`;
-          if ((await cp.req('POST', '/devices', { mac })).status !== 201) return;
+          const d = await cp.req('POST', '/devices', { mac });
+          if (d.status !== 201) return note(`POST /devices ${d.status}`);
           acked.devices.add(mac);
           const id = `p${cycle}-${i}`;
-          if ((await cp.req('POST', '/workers', { worker_id: id, mac })).status === 201) {
+          const w = await cp.req('POST', '/workers', { worker_id: id, mac });
+          if (w.status === 201) {
             acked.workers.add(id);
             acked.pairs.set(mac, id);
-          }
+          } else note(`POST /workers with mac ${w.status}`);
         }),
         // Batches.
         lane(async (i) => {
@@ -242,10 +252,15 @@ describe('crash consistency (kill -9 under a write storm)', () => {
       const pairsBefore = acked.pairs.size;
       const progressed = () => acked.devices.size - devicesBefore >= 20 && acked.pairs.size - pairsBefore >= 2;
       const earliest = Date.now() + (fault ? 3000 : 150 + pick(700));
-      const deadline = Date.now() + 20_000;
+      const deadline = Date.now() + 30_000;
       while (cp.alive && Date.now() < deadline && (Date.now() < earliest || (!fault && !progressed()))) await sleep(10);
       if (fault && !cp.alive) injectedKills++;
-      if (!fault) expect({ cycle, progressed: progressed() }).toEqual({ cycle, progressed: true });
+      if (!fault && !progressed()) {
+        const seen = JSON.stringify(Object.fromEntries(met));
+        throw new Error(
+          `cycle ${cycle}: the storm was not acknowledged 20 registrations and 2 pairs in 30 s (got ${acked.devices.size - devicesBefore} and ${acked.pairs.size - pairsBefore}; alive ${cp.alive}); lanes met ${seen}; stderr: ${cp.stderr.slice(-2000)}`,
+        );
+      }
       await cp.kill();
       stop = true;
       await Promise.all(lanes);
