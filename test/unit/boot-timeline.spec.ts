@@ -30,6 +30,9 @@ describe('boot timeline: sessions assembled from stage events', () => {
     t.apply(ev(99, 'report')); // a clock step back changes nothing either
     expect(t.sessions.map((s) => s.started)).toEqual([100, 101, 102]);
     expect(t.sessions[2].stages).toEqual([{ stage: 'report', at: 102 }]);
+    // a stage that arrives in the same millisecond as its moved start is never before it
+    t.apply(ev(100, 'vars', { answer: 'reboot' }));
+    expect(t.sessions[2].stages.map((m) => m.at - t.sessions[2].started)).toEqual([0, 0]);
   });
 
   it('only a report begins a boot: a stage with no boot to extend, or seen twice, is dropped (a /boot-vars asked by hand is no boot)', () => {

@@ -250,7 +250,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       if (before && before !== s) this.count(before, endedOutcome(before, e.at, stuckMs));
       if (before !== s) for (const fn of this.startListeners) fn(e.mac, e.stage);
       // The timeline returns a session only when it marked this stage on it.
-      for (const fn of this.stageListeners) fn(e.stage as BootStage, (e.at - s.started) / 1000);
+      for (const fn of this.stageListeners) fn(e.stage as BootStage, Math.max(0, e.at - s.started) / 1000);
       if (e.stage === 'disk' || e.stage === 'vars') {
         const o = outcomeOf(s, true, e.at, stuckMs);
         if (o !== 'in_progress') this.count(s, o);

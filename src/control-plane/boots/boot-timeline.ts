@@ -135,9 +135,11 @@ export class BootTimeline {
 
   private mark(s: BootSession, e: BootEvent): void {
     const stage = e.stage as BootStage;
-    s.stages.push({ stage, at: e.at, ...(e.detail ? { detail: e.detail } : {}) });
+    // A boot's start may have been moved 1 ms on (begin); its stages never come before it.
+    const at = Math.max(e.at, s.started);
+    s.stages.push({ stage, at, ...(e.detail ? { detail: e.detail } : {}) });
     s.reached = Math.max(s.reached, STAGE_ORDER[stage]);
-    s.last = Math.max(s.last, e.at);
+    s.last = Math.max(s.last, at);
     if (e.worker && !s.worker) s.worker = e.worker;
   }
 
