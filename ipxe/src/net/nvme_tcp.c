@@ -293,6 +293,8 @@ struct nvme_tcp_ctrl {
 	unsigned int kato;
 	/** Maximum data transfer (bytes; 0: no limit) */
 	size_t mdts;
+	/** In-capsule data an I/O command may carry (bytes; IOCCSZ) */
+	size_t icdsz;
 	/** Block size */
 	size_t blksize;
 	/** Number of blocks */
@@ -546,6 +548,9 @@ static int nvme_tcp_r2t ( struct nvme_tcp_queue *queue,
 			       cmd->out_len );
 			return -EPROTO_PDU;
 		}
+		DBGC2 ( queue->ctrl, "NVMe %p q%d R2T %#04x %zx+%zx\n",
+			queue->ctrl, queue->qid, le16_to_cpu ( r2t->cccid ),
+			offset, len );
 		while ( len ) {
 			frag = len;
 			if ( frag > queue->maxh2cdata )
@@ -1408,14 +1413,22 @@ static void nvme_tcp_ctrl_identified ( struct nvme_tcp_cmd *cmd, int rc,
 	struct nvme_tcp_ctrl *ctrl = CTRL_OF ( cmd );
 	struct nvme_id_ctrl *id = ( ( void * ) ctrl->identify );
 	size_t mps = ( 4096 << ( ( ctrl->cap >> 48 ) & 0xf ) );
+	uint32_t ioccsz;
 
 	if ( rc != 0 ) {
 		nvme_tcp_close ( ctrl, rc );
 		return;
 	}
 	ctrl->mdts = ( id->mdts ? ( mps << id->mdts ) : 0 );
-	DBGC ( ctrl, "NVMe %p controller %d mdts %zd\n",
-	       ctrl, ctrl->cntlid, ctrl->mdts );
+	/* IOCCSZ: I/O command capsule size in 16-byte units, the 64-byte
+	 * command included
+	 */
+	memcpy ( &ioccsz, ( ctrl->identify + NVME_ID_CTRL_IOCCSZ ),
+		 sizeof ( ioccsz ) );
+	ioccsz = ( le32_to_cpu ( ioccsz ) * 16 );
+	ctrl->icdsz = ( ( ioccsz > 64 ) ? ( ioccsz - 64 ) : 0 );
+	DBGC ( ctrl, "NVMe %p controller %d mdts %zd in-capsule %zd\n",
+	       ctrl, ctrl->cntlid, ctrl->mdts, ctrl->icdsz );
 	if ( ctrl->nsid ) {
 		rc = nvme_tcp_identify ( ctrl, NVME_ID_CNS_NS, ctrl->nsid,
 					 nvme_tcp_ns_identified );
@@ -1679,8 +1692,22 @@ static int nvme_tcp_block_issue ( struct nvme_tcp_ctrl *ctrl,
 	memcpy ( &cmd->sqe, sqe, sizeof ( cmd->sqe ) );
 	cmd->in = in;
 	cmd->in_len = in_len;
-	cmd->out = out;
-	cmd->out_len = out_len;
+	if ( out_len && ( queue == &ctrl->io ) && ( out_len <= ctrl->icdsz ) ) {
+		/* A write that fits in the capsule goes in it: nvmet sends
+		 * no R2T for one (it waits for the data a Linux host puts
+		 * there), and it saves a round trip
+		 */
+		cmd->icd = malloc ( out_len );
+		if ( ! cmd->icd ) {
+			ref_put ( &cmd->refcnt );
+			return -ENOMEM;
+		}
+		memcpy ( cmd->icd, out, out_len );
+		cmd->icd_len = out_len;
+	} else {
+		cmd->out = out;
+		cmd->out_len = out_len;
+	}
 	/* One reference for the queue, one for the data interface */
 	ref_get ( &cmd->refcnt );
 	if ( ( rc = nvme_tcp_submit ( queue, cmd ) ) != 0 ) {

@@ -322,6 +322,9 @@ struct nvme_id_ctrl {
 	uint8_t rest[4016];
 } __attribute__ (( packed ));
 
+/** Offset of IOCCSZ in the Identify Controller data (fabrics) */
+#define NVME_ID_CTRL_IOCCSZ 1792
+
 /** LBA format */
 struct nvme_lbaf {
 	uint16_t ms;
