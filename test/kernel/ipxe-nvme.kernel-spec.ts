@@ -3,7 +3,7 @@ import { crc32 } from 'node:zlib';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { generateDhchapKey } from '../../src/shared/nvme-keys';
-import { KernelNode } from '../../scripts/kernel-node';
+import { GUEST_DISK_DIR, KernelNode } from '../../scripts/kernel-node';
 import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { BOOT_MARKER } from '../helpers/images';
 import { pinnedIpxe } from '../helpers/ipxe';
@@ -27,9 +27,12 @@ const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
 const MAC = '52:54:00:21:00:01';
 const TOKEN = 'kn-ipxe-nvme';
 const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+/** What the write-path test's GRUB writes (a value of this run: no earlier run's disk can pass). */
+const STAMP = `kurrent-${process.pid}-${Date.now()}`;
 
 describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-HMAC-CHAP against the real nvmet', () => {
   const dir = tempDir('kurrent-ipxe-nvme-');
+  const grubMaster = path.join(dir, '_tpl_grub.img');
   let target: KernelNode;
   let t: TestApp;
   let ipxe: ReturnType<typeof pinnedIpxe>;
@@ -47,12 +50,26 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     execFileSync('mkfs.vfat', [master], { stdio: 'ignore' });
     execFileSync('mmd', ['-i', master, '::/EFI', '::/EFI/BOOT']);
     execFileSync('mcopy', ['-i', master, path.join(ipxe.out, 'marker.efi'), '::/EFI/BOOT/BOOTX64.EFI']);
+    // The write path's master: GRUB as the boot file, which copies `next` of /grubenv to `stamp`
+    // and saves it (worker-image/grubenv-writer.sh), with the 1 KiB environment block GRUB expects.
+    execFileSync('bash', [path.join(__dirname, '../../worker-image/grubenv-writer.sh')], { stdio: ['ignore', 'inherit', 'inherit'] });
+    // 64 KiB clusters: /grubenv64 is one contiguous run, so GRUB writes it as one 64 KiB request
+    // (past nvmet's 16 KiB in-capsule size: R2T and H2CData), /grubenv as one 1 KiB request.
+    const env = `# GRUB Environment Block\nnext=${STAMP}\n`;
+    fs.writeFileSync(path.join(dir, 'grubenv'), env.padEnd(1024, '#'));
+    fs.writeFileSync(path.join(dir, 'grubenv64'), '# GRUB Environment Block\n'.padEnd(65536, '#'));
+    execFileSync('dd', ['if=/dev/zero', `of=${grubMaster}`, 'bs=1M', 'count=16', 'status=none']);
+    execFileSync('mkfs.vfat', ['-s', '128', grubMaster], { stdio: 'ignore' });
+    execFileSync('mmd', ['-i', grubMaster, '::/EFI', '::/EFI/BOOT']);
+    execFileSync('mcopy', ['-i', grubMaster, path.join(__dirname, '../../build/worker-image/grubenv-writer.efi'), '::/EFI/BOOT/BOOTX64.EFI']);
+    execFileSync('mcopy', ['-i', grubMaster, path.join(dir, 'grubenv'), '::/grubenv']);
+    execFileSync('mcopy', ['-i', grubMaster, path.join(dir, 'grubenv64'), '::/grubenv64']);
     const nvmePort = await freePort();
     target = new KernelNode({
       dir: path.join(dir, 'target'),
       env: { IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_TOKEN: TOKEN, IPXE_AGENT_NVME_PORT: String(nvmePort), IPXE_AGENT_LOG_LEVEL: 'warn' },
       ports: { nvme: nvmePort },
-      seed: { '_tpl_efi.img': master },
+      seed: { '_tpl_efi.img': master, '_tpl_grub.img': grubMaster },
     });
     await target.start();
     const CP_PORT = await freePort();
@@ -304,6 +321,31 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     expect(dmesg).toContain(`for subsystem ${bv.disk_nqn} for NQN ${bv.hostnqn} with DH-HMAC-CHAP`);
     expect(dmesg).not.toMatch(/keep-alive|keep alive/i);
   }, 300_000);
+
+  it('writes reach the disk: GRUB saves two environment blocks through UEFI Block I/O (1 KiB: in-capsule data; 64 KiB: R2T and H2CData); the next boot of the clone reads it back, the master is untouched', async () => {
+    await waitForMaster(t, '_tpl_grub.img');
+    const d = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'centos', os_version: '9', name: '_tpl_grub.img' });
+    expect([d.status, d.status === 201 ? null : d.body]).toEqual([201, null]);
+    const grub = d.body.disks.find((x: { os: string }) => x.os === 'centos');
+    expect((await t.req('PUT', '/workers/seat-01/default-disk', { os_tag: grub.os_tag })).status).toBe(200);
+    try {
+      const first = await boot('grub-write');
+      expect(first.serial).toContain('KURRENT-GRUB: up');
+      expect(first.serial).toContain('KURRENT-GRUB: stamp=. stamp64=.'); // the master's blocks have none
+      expect(first.serial).toContain('KURRENT-GRUB: saved');
+      expect(first.serial).not.toMatch(/error:/);
+      const second = await boot('grub-read-back');
+      expect(second.serial).toContain(`KURRENT-GRUB: stamp=${STAMP}. stamp64=${STAMP}.`);
+      // The write went to the worker's clone, never to the master it was cloned from.
+      expect((await target.exec(`grep -c -e 'stamp=${STAMP}' -e 'stamp64=${STAMP}' ${GUEST_DISK_DIR}/_tpl_grub.img || true`)).trim()).toBe('0');
+      // 64 KiB is past what the port takes in a capsule: that write went by R2T and H2CData.
+      const inline = Number((await target.exec('cat /sys/kernel/config/nvmet/ports/*/param_inline_data_size')).trim().split('\n')[0]);
+      expect(inline).toBeGreaterThan(1024);
+      expect(inline).toBeLessThan(65536);
+    } finally {
+      expect((await t.req('PUT', '/workers/seat-01/default-disk', { os_tag: firstTag })).status).toBe(200);
+    }
+  }, 400_000);
 
   /** Controllers the target created since the last `dmesg -C`. */
   const controllers = async () => ((await target.exec('dmesg')).match(/creating nvm controller/g) ?? []).length;
