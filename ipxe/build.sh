@@ -6,8 +6,9 @@
 #   build/ipxe/out/snponly.efi        chainloadable EFI iPXE (any NIC with SNP)
 #   build/ipxe/out/selftest.efi       snponly with ipxe/selftest.ipxe embedded (the tests' device)
 #   build/ipxe/out/marker.efi         snponly with ipxe/marker.ipxe embedded (the tests' worker OS)
+#   build/ipxe/out/ipxe.pxe           BIOS iPXE (x86_64-pcbios, chainloaded by PXE): the NVMe/TCP SAN
+#                                     driver behind INT 13h; no device-key commands (they use EFI NVRAM)
 # ipxe/src/net/*: the NVMe/TCP SAN driver (sanboot nvme://, TLS 1.3 PSK, DH-HMAC-CHAP), into src/net/tcp/.
-# The device-key commands use EFI NVRAM, so there is no BIOS build.
 # TRUST: KURRENT_IPXE_TRUST=<cert.pem> pins the controller's certificate (iPXE ignores a `trust`
 # set later by a script). Skipped when the inputs' digest matches the last build's.
 set -euo pipefail
@@ -22,7 +23,7 @@ inputs=$( { sha256sum "$tarball" "$0" "$root"/ipxe/config/local/*.h "$root"/ipxe
             [ -n "$trust" ] && sha256sum "$trust" | cut -d' ' -f1
             gcc --version | head -1; } | sha256sum | cut -d' ' -f1)
 out=$build/out
-if [ -f "$out/inputs.sha256" ] && [ "$(cat "$out/inputs.sha256")" = "$inputs" ] && [ -f "$out/snponly.efi" ] && [ -f "$out/8086100e.efirom" ] && [ -f "$out/selftest.efi" ] && [ -f "$out/marker.efi" ]; then
+if [ -f "$out/inputs.sha256" ] && [ "$(cat "$out/inputs.sha256")" = "$inputs" ] && [ -f "$out/snponly.efi" ] && [ -f "$out/8086100e.efirom" ] && [ -f "$out/selftest.efi" ] && [ -f "$out/marker.efi" ] && [ -f "$out/ipxe.pxe" ]; then
   echo "build:ipxe: up to date ($out)"
   exit 0
 fi
@@ -47,5 +48,7 @@ make -s -C "$src" -j"$jobs" bin-x86_64-efi/snponly.efi EMBED="$root/ipxe/selftes
 cp "$src/bin-x86_64-efi/snponly.efi" "$out/selftest.efi"
 make -s -C "$src" -j"$jobs" bin-x86_64-efi/snponly.efi EMBED="$root/ipxe/marker.ipxe" "${trustarg[@]}"
 cp "$src/bin-x86_64-efi/snponly.efi" "$out/marker.efi"
+make -s -C "$src" -j"$jobs" bin-x86_64-pcbios/ipxe.pxe "${trustarg[@]}"
+cp "$src/bin-x86_64-pcbios/ipxe.pxe" "$out/ipxe.pxe"
 echo "$inputs" > "$out/inputs.sha256"
 echo "build:ipxe: built $out"

@@ -23,6 +23,36 @@ import { kernelStageTftp } from '../helpers/kernel-stage';
  */
 
 const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
+
+/**
+ * What reads the BIOS worker's disk through INT 13h: a PXE boot program (raw 16-bit code that iPXE
+ * runs at 0000:7c00, as a BIOS runs an MBR) that reads LBA 1 of drive 0x80 with INT 13h AH=42h
+ * (extended read: block-size agnostic) to 0000:7e00 and copies it, a NUL-ended line, to COM1; on a
+ * failed read it prints a failure line instead.
+ */
+function int13Reader(): Buffer {
+  const code = Buffer.from([
+    0xfa, 0xfc, 0x31, 0xc0, 0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xd0, 0xbc, 0x00, 0x7c, 0xfb, // cli cld; ds=es=ss=0; sp=0x7c00; sti
+    0xb2, 0x80, // dl = drive 0x80 (the SAN disk iPXE hooked)
+    0xbe, 0x2f, 0x7c, // si = DAP (0x7c2f)
+    0xb4, 0x42, 0xcd, 0x13, // int 13h, ah=42h
+    0x72, 0x11, // jc fail
+    0xbe, 0x00, 0x7e, // si = 0x7e00 (what was read)
+    0xba, 0xf8, 0x03, // print: dx = COM1
+    0xac, 0x84, 0xc0, 0x74, 0x03, 0xee, 0xeb, 0xf8, // lodsb; test al,al; jz halt; out dx,al; jmp lodsb
+    0xf4, 0xeb, 0xfd, // halt: hlt; jmp halt
+    0xbe, 0x3f, 0x7c, 0xeb, 0xed, // fail: si = message (0x7c3f); jmp print
+    0x10, 0x00, 0x01, 0x00, 0x00, 0x7e, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, // DAP: 1 block, to 0000:7e00, LBA 1
+  ]);
+  return Buffer.concat([code, Buffer.from('KURRENT-BIOS: int13 read failed\r\n\0', 'latin1')]);
+}
+
+/** The BIOS worker's master (1 MiB): LBA 1 (nvmet exports the clone with 4096-byte blocks) holds a marker line. */
+function biosDisk(): Buffer {
+  const disk = Buffer.alloc(1 << 20);
+  disk.write(`${BOOT_MARKER} bios int13\r\n\0`, 4096, 'latin1');
+  return disk;
+}
 const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
 const MAC = '52:54:00:21:00:01';
 const TOKEN = 'kn-ipxe-nvme';
@@ -33,6 +63,7 @@ const STAMP = `kurrent-${process.pid}-${Date.now()}`;
 describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-HMAC-CHAP against the real nvmet', () => {
   const dir = tempDir('kurrent-ipxe-nvme-');
   const grubMaster = path.join(dir, '_tpl_grub.img');
+  const biosMaster = path.join(dir, '_tpl_bios.img');
   let target: KernelNode;
   let t: TestApp;
   let ipxe: ReturnType<typeof pinnedIpxe>;
@@ -64,12 +95,13 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     execFileSync('mcopy', ['-i', grubMaster, path.join(__dirname, '../../build/worker-image/grubenv-writer.efi'), '::/EFI/BOOT/BOOTX64.EFI']);
     execFileSync('mcopy', ['-i', grubMaster, path.join(dir, 'grubenv'), '::/grubenv']);
     execFileSync('mcopy', ['-i', grubMaster, path.join(dir, 'grubenv64'), '::/grubenv64']);
+    fs.writeFileSync(biosMaster, biosDisk());
     const nvmePort = await freePort();
     target = new KernelNode({
       dir: path.join(dir, 'target'),
       env: { IPXE_AGENT_BACKEND: 'nvmet', IPXE_AGENT_TOKEN: TOKEN, IPXE_AGENT_NVME_PORT: String(nvmePort), IPXE_AGENT_LOG_LEVEL: 'warn' },
       ports: { nvme: nvmePort },
-      seed: { '_tpl_efi.img': master, '_tpl_grub.img': grubMaster },
+      seed: { '_tpl_efi.img': master, '_tpl_grub.img': grubMaster, '_tpl_bios.img': biosMaster },
     });
     await target.start();
     const CP_PORT = await freePort();
@@ -102,7 +134,7 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
   });
 
   /** One power-on through the chain; resolves with the console (colour escapes out) and the time to the marker or power-off. */
-  async function boot(name: string, root = tftp): Promise<{ serial: string; ms: number; registeredMs?: number; nvmeBytes?: number }> {
+  async function boot(name: string, root = tftp, firmware: 'uefi' | 'bios' = 'uefi'): Promise<{ serial: string; ms: number; registeredMs?: number; nvmeBytes?: number }> {
     // One machine: its NVRAM (and the device key kurrent-keygen keeps there) survives power-offs.
     const vars = path.join(dir, 'machine.vars.fd');
     if (!fs.existsSync(vars)) fs.copyFileSync(OVMF_VARS, vars);
@@ -113,9 +145,12 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
       'qemu-system-x86_64',
       [
         ...['-accel', 'tcg', '-cpu', 'max', '-m', '512', '-machine', 'q35', '-no-reboot', '-display', 'none', '-monitor', 'none'],
-        ...['-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF_CODE}`, '-drive', `if=pflash,format=raw,unit=1,file=${vars}`],
+        ...(firmware === 'uefi'
+          ? ['-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF_CODE}`, '-drive', `if=pflash,format=raw,unit=1,file=${vars}`]
+          : ['-boot', 'n']), // SeaBIOS; the NIC's stock PXE ROM loads boot.ipxe, which chains our ipxe.pxe
         ...['-netdev', `user,id=n0,tftp=${root},bootfile=boot.ipxe,hostname=seat-01`],
-        ...['-device', `e1000,netdev=n0,mac=${MAC},romfile=${path.join(ipxe.out, '8086100e.efirom')}`, '-serial', `file:${serialFile}`],
+        ...['-device', `e1000,netdev=n0,mac=${MAC},romfile=${firmware === 'uefi' ? path.join(ipxe.out, '8086100e.efirom') : '/usr/lib/ipxe/qemu/pxe-e1000.rom'}`],
+        ...['-serial', `file:${serialFile}`],
       ],
       { stdio: 'ignore' },
     );
@@ -320,6 +355,36 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     const dmesg = await target.exec('dmesg');
     expect(dmesg).toContain(`for subsystem ${bv.disk_nqn} for NQN ${bv.hostnqn} with DH-HMAC-CHAP`);
     expect(dmesg).not.toMatch(/keep-alive|keep alive/i);
+  }, 300_000);
+
+  it('BIOS: our ipxe.pxe hooks the NVMe/TCP disk (TLS 1.3, DH-HMAC-CHAP) as INT 13h drive 0x80; real-mode code reads it through INT 13h', async () => {
+    await waitForMaster(t, '_tpl_bios.img');
+    const d = await t.req('POST', '/workers/seat-01/luns/disk', { type: 'master', os: 'windows', os_version: '10', name: '_tpl_bios.img' });
+    expect([d.status, d.status === 201 ? null : d.body]).toEqual([201, null]);
+    const bios = d.body.disks.find((x: { os: string }) => x.os === 'windows');
+    // The stock PXE ROM (i386) runs boot.ipxe first and chains ours; ours (x86_64) goes on. An MBR
+    // cannot be booted from this disk: nvmet exports a file on btrfs with 4096-byte blocks and the
+    // BIOS boot path (INT 13h AH=02h) needs 512 (README); a PXE program stands in for it.
+    const root = scriptWith('bios', bv, [
+      'iseq ${buildarch} x86_64 || chain tftp://${next-server}/ipxe.pxe',
+      // sanunhook first: the drive goes away and the disk can be hooked again at once.
+      `sanhook --drive 0x81 nvme://${bv.storager_ip}:${bv.nvme_port}/${bios.nqn} || echo KURRENT-BIOS-REFUSED`,
+      'sanunhook --drive 0x81 || echo KURRENT-BIOS-UNHOOK-FAILED',
+      `sanhook --drive 0x80 nvme://${bv.storager_ip}:${bv.nvme_port}/${bios.nqn} || echo KURRENT-BIOS-REFUSED`,
+      'chain tftp://${next-server}/int13-reader.pxe',
+    ]);
+    fs.copyFileSync(path.join(ipxe.out, 'ipxe.pxe'), path.join(root, 'ipxe.pxe'));
+    fs.writeFileSync(path.join(root, 'int13-reader.pxe'), int13Reader());
+    await target.exec('dmesg -C');
+    const r = await boot('bios', root, 'bios');
+    figures.bios_power_on_to_int13_read_ms = Math.round(r.ms);
+    expect(r.serial).not.toMatch(/KURRENT-BIOS-(REFUSED|UNHOOK-FAILED)/);
+    expect(r.serial).toMatch(/Registered SAN device 0x81[^]*Unregistered SAN device 0x81[^]*Registered SAN device 0x80/);
+    // LBA 1 holds the marker: only an INT 13h read of the NVMe/TCP disk can print it.
+    expect(r.serial).toContain(`${BOOT_MARKER} bios int13`);
+    expect(r.serial).not.toContain('KURRENT-BIOS: int13 read failed');
+    // Two controllers, one per hook, each authenticated.
+    expect((await target.exec('dmesg')).match(new RegExp(`for subsystem ${bios.nqn} for NQN ${bv.hostnqn} with DH-HMAC-CHAP`, 'g'))).toHaveLength(2);
   }, 300_000);
 
   it('writes reach the disk: GRUB saves two environment blocks through UEFI Block I/O (1 KiB: in-capsule data; 64 KiB: R2T and H2CData); the next boot of the clone reads it back, the master is untouched', async () => {

@@ -4,8 +4,10 @@
  * (TRUST= at build time). */
 #define DOWNLOAD_PROTO_HTTPS
 
-/* The device-key commands (ipxe/src/kurrent_cmd.c): EFI NVRAM only. */
+/* The device-key commands (ipxe/src/kurrent_cmd.c): EFI NVRAM only, so not in the BIOS build. */
+#if defined ( PLATFORM_efi )
 #define KURRENT_CMD
+#endif
 
 /* Used by the tests' self-test script; harmless on a worker. */
 #define POWEROFF_CMD
