@@ -409,6 +409,25 @@ static struct nvme_tcp_cmd * nvme_tcp_cmd_alloc ( nvme_tcp_done_t done ) {
 }
 
 /**
+ * Give a command in-capsule data (a copy, freed with the command)
+ *
+ * @v cmd		Command
+ * @v data		Data
+ * @v len		Length
+ * @ret rc		Return status code
+ */
+static int nvme_tcp_cmd_icd ( struct nvme_tcp_cmd *cmd, const void *data,
+			      size_t len ) {
+
+	cmd->icd = malloc ( len );
+	if ( ! cmd->icd )
+		return -ENOMEM;
+	memcpy ( cmd->icd, data, len );
+	cmd->icd_len = len;
+	return 0;
+}
+
+/**
  * Fail every command of a queue
  *
  * @v queue		Queue
@@ -968,14 +987,10 @@ static int nvme_tcp_issue_icd ( struct nvme_tcp_queue *queue,
 	memcpy ( &cmd->sqe, sqe, sizeof ( cmd->sqe ) );
 	cmd->in = in;
 	cmd->in_len = in_len;
-	if ( icd_len ) {
-		cmd->icd = malloc ( icd_len );
-		if ( ! cmd->icd ) {
-			ref_put ( &cmd->refcnt );
-			return -ENOMEM;
-		}
-		memcpy ( cmd->icd, icd, icd_len );
-		cmd->icd_len = icd_len;
+	if ( icd_len && ( ( rc = nvme_tcp_cmd_icd ( cmd, icd,
+						    icd_len ) ) != 0 ) ) {
+		ref_put ( &cmd->refcnt );
+		return rc;
 	}
 	if ( ( rc = nvme_tcp_submit ( queue, cmd ) ) != 0 )
 		ref_put ( &cmd->refcnt );
@@ -1697,13 +1712,10 @@ static int nvme_tcp_block_issue ( struct nvme_tcp_ctrl *ctrl,
 		 * no R2T for one (it waits for the data a Linux host puts
 		 * there), and it saves a round trip
 		 */
-		cmd->icd = malloc ( out_len );
-		if ( ! cmd->icd ) {
+		if ( ( rc = nvme_tcp_cmd_icd ( cmd, out, out_len ) ) != 0 ) {
 			ref_put ( &cmd->refcnt );
-			return -ENOMEM;
+			return rc;
 		}
-		memcpy ( cmd->icd, out, out_len );
-		cmd->icd_len = out_len;
 	} else {
 		cmd->out = out;
 		cmd->out_len = out_len;
