@@ -5,7 +5,7 @@
 # (GRUB writes the file's blocks in place through UEFI Block I/O, which is iPXE's SAN device), the
 # same for the 64 KiB /grubenv64, and powers off. Output, cached while its inputs' digest is unchanged:
 #   build/worker-image/grubenv-writer.efi   the EFI/BOOT/BOOTX64.EFI of the test's master (the
-#                                           test writes the master's 1 KiB /grubenv itself)
+#                                           test writes the master's /grubenv and /grubenv64)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${KURRENT_WORKER_IMAGE_BUILD:-$root/build/worker-image}
