@@ -1337,6 +1337,9 @@ static void nvme_tcp_io_ready ( struct nvme_tcp_queue *queue ) {
 	       ctrl, ctrl->nsid, ( unsigned long long ) ctrl->blocks,
 	       ctrl->blksize );
 	ctrl->state = NVME_TCP_READY;
+	/* What the booted OS needs to connect to this disk itself */
+	nvme_handover_publish ( ctrl->host, ctrl->port, ctrl->subnqn,
+				ctrl->nsid, ctrl->hostnqn, &ctrl->hostid );
 	/* Keep the controller alive from now on */
 	start_timer_fixed ( &ctrl->timer,
 			    ( ( ctrl->kato * TICKS_PER_SEC ) / 2000 ) );

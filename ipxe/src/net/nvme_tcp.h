@@ -394,5 +394,10 @@ extern int nvme_tcp_secure ( struct interface *xfer, const char *host,
 			     const char *subnqn );
 extern int nvme_key_decode ( const char *text, const char *prefix,
 			     uint8_t *key );
+extern int nvme_tls_retained_psk ( const char *hostnqn, uint8_t *retained );
+extern void nvme_handover_publish ( const char *host, unsigned int port,
+				    const char *subnqn, uint32_t nsid,
+				    const char *hostnqn,
+				    const union uuid *hostid );
 
 #endif /* _NVME_TCP_H */

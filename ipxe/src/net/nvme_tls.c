@@ -1002,6 +1002,30 @@ static int tls13_retained_psk ( const char *interchange, const char *hostnqn,
 }
 
 /**
+ * The retained PSK of the configured tls-psk setting
+ *
+ * @v hostnqn		Host NQN
+ * @v retained		Retained PSK to fill in (32 bytes)
+ * @ret rc		Return status code
+ */
+int nvme_tls_retained_psk ( const char *hostnqn, uint8_t *retained ) {
+	char *interchange = NULL;
+	int len;
+	int rc;
+
+	len = fetch_string_setting_copy ( NULL, &nvme_tls_psk_setting,
+					  &interchange );
+	if ( len <= 0 ) {
+		free ( interchange );
+		return -EINVAL_PSK;
+	}
+	rc = tls13_retained_psk ( interchange, hostnqn, retained );
+	memset ( interchange, 0, len );
+	free ( interchange );
+	return rc;
+}
+
+/**
  * Open an NVMe/TCP connection: TCP, then TLS 1.3 with the PSK
  *
  * @v xfer		The queue's transport interface
