@@ -2,15 +2,17 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { writeGpt } from './gpt';
 
 /**
  * The Linux master image of the kernel stage (issue 22): a GPT disk with an EFI system partition
  * whose removable-media boot file is the unified kernel image of worker-image/build.sh, and an
  * ext4 root (label kurrent-root) whose /etc/kurrent/controller names the control plane the booted
  * OS reports to (POST /boots/os-up). Made without mounting anything (mkfs.ext4 -d, mtools), so it
- * needs no root and no loop device.
+ * needs no root and no loop device (the GPT is written by scripts/gpt.ts).
  *
  *   npm run worker-image -- --controller https://10.0.0.2:4839 --ca controller.crt --out DISK_DIR/_tpl_linux.img
+ *   (--sector-size 4096 for a master served over NVMe/TCP by nvmet: its namespaces have 4 KiB blocks)
  */
 
 const root = path.resolve(__dirname, __dirname.includes(`${path.sep}dist${path.sep}`) ? '../..' : '..');
@@ -31,7 +33,8 @@ export function buildWorkerParts(): { uki: string; rootTree: string; kernelVersi
  * Writes the master disk image to `out` (replaced), reporting to `controller`; with `ca` (a PEM
  * file: the control plane's certificate or its CA) the OS verifies the control plane's TLS.
  */
-export function writeLinuxMaster(out: string, controller: string, opts: { ca?: string } = {}): void {
+export function writeLinuxMaster(out: string, controller: string, opts: { ca?: string; sectorSize?: 512 | 4096 } = {}): void {
+  const sectorSize = opts.sectorSize ?? 512;
   if (!/^https?:\/\/[^\s/]+$/.test(controller)) throw new Error(`controller must be http(s)://host[:port] without a path, got ${JSON.stringify(controller)}`);
   const parts = buildWorkerParts();
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kurrent-worker-image-'));
@@ -41,7 +44,8 @@ export function writeLinuxMaster(out: string, controller: string, opts: { ca?: s
     fs.writeFileSync(path.join(tree, 'etc/kurrent/controller'), `${controller}\n`);
     if (opts.ca) fs.copyFileSync(opts.ca, path.join(tree, 'etc/kurrent/controller.crt'));
     const rootImg = path.join(work, 'root.ext4');
-    execFileSync('mkfs.ext4', ['-q', '-F', '-L', 'kurrent-root', '-E', 'root_owner=0:0', '-d', tree, rootImg, `${ROOT_MIB}M`]);
+    // 4 KiB blocks: mountable on a disk of either logical block size (ext4 blocks cannot be smaller).
+    execFileSync('mkfs.ext4', ['-q', '-F', '-b', '4096', '-L', 'kurrent-root', '-E', 'root_owner=0:0', '-d', tree, rootImg, `${ROOT_MIB}M`]);
 
     const espMiB = Math.ceil(fs.statSync(parts.uki).size / MiB) + 4;
     const espImg = path.join(work, 'esp.vfat');
@@ -57,13 +61,13 @@ export function writeLinuxMaster(out: string, controller: string, opts: { ca?: s
     fs.rmSync(disk, { force: true });
     fs.writeFileSync(disk, '');
     fs.truncateSync(disk, total * MiB);
-    const sectors = (mib: number) => (mib * MiB) / 512;
-    const layout = [
-      'label: gpt',
-      `start=${sectors(espStart)}, size=${sectors(espMiB)}, type=${ESP_TYPE}, name="EFI system"`,
-      `start=${sectors(rootStart)}, size=${sectors(ROOT_MIB)}, type=${ROOT_TYPE}, name="kurrent-root"`,
-    ].join('\n');
-    execFileSync('sfdisk', ['--quiet', '--no-reread', '--no-tell-kernel', disk], { input: `${layout}\n` });
+    const blocks = (mib: number) => (mib * MiB) / sectorSize;
+    // The GPT sits at LBA 1 of the disk's logical block size: 512 for iSCSI LUNs (stgt, LIO), 4096
+    // for nvmet namespaces on btrfs (nvmet exports a file with its file system's block size).
+    writeGpt(disk, sectorSize, [
+      { start: blocks(espStart), blocks: blocks(espMiB), type: ESP_TYPE, name: 'EFI system' },
+      { start: blocks(rootStart), blocks: blocks(ROOT_MIB), type: ROOT_TYPE, name: 'kurrent-root' },
+    ]);
     execFileSync('dd', [`if=${espImg}`, `of=${disk}`, 'bs=1M', `seek=${espStart}`, 'conv=notrunc,sparse', 'status=none']);
     execFileSync('dd', [`if=${rootImg}`, `of=${disk}`, 'bs=1M', `seek=${rootStart}`, 'conv=notrunc,sparse', 'status=none']);
     fs.renameSync(disk, out);
@@ -80,10 +84,15 @@ if (require.main === module) {
   const controller = arg('controller');
   const out = arg('out');
   if (!controller || !out) {
-    console.error('usage: npm run worker-image -- --controller https://<control plane>:4839 [--ca <its certificate or CA, PEM>] --out <DISK_DIR>/_tpl_<name>.img');
+    console.error('usage: npm run worker-image -- --controller https://<control plane>:4839 [--ca <its certificate or CA, PEM>] [--sector-size 512|4096] --out <DISK_DIR>/_tpl_<name>.img');
     process.exit(2);
   }
   const ca = arg('ca');
-  writeLinuxMaster(path.resolve(out), controller, ca ? { ca: path.resolve(ca) } : {});
+  const sector = arg('sector-size') ?? '512';
+  if (sector !== '512' && sector !== '4096') {
+    console.error(`--sector-size must be 512 (iSCSI) or 4096 (NVMe/TCP on nvmet), got ${JSON.stringify(sector)}`);
+    process.exit(2);
+  }
+  writeLinuxMaster(path.resolve(out), controller, { ...(ca ? { ca: path.resolve(ca) } : {}), sectorSize: sector === '4096' ? 4096 : 512 });
   console.log(`worker-image: wrote ${out} (reports to ${controller})`);
 }
