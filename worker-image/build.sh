@@ -6,8 +6,8 @@
 #                                 kernel + the initramfs below + the command line; the disk's
 #                                 removable-media boot file (EFI/BOOT/BOOTX64.EFI), so no boot
 #                                 loader configuration exists to go wrong
-#   build/worker-image/initramfs  busybox-static, open-iscsi's iscsistart (+ its libraries),
-#                                 the modules below and worker-image/init
+#   build/worker-image/initramfs  busybox-static, open-iscsi's iscsistart, keyutils' keyctl and
+#                                 tlshd (+ their libraries), the modules below and worker-image/init
 #   build/worker-image/root       the root filesystem's tree: busybox and worker-image/os-init as
 #                                 /sbin/init
 # scripts/worker-image.ts assembles a master from them (GPT: ESP + ext4 root) with the control
@@ -23,13 +23,20 @@ source "$root/kernel-node/lib.sh"
 
 # e1000: the NIC qemu gives the worker (and iPXE's option ROM drives); iscsi_ibft: the table iPXE
 # publishes; iscsi_tcp + sd_mod: the disk; ext4: its root. crc32c for ext4's metadata checksums.
-MODULES=(crc32c_generic crc32c-intel e1000 iscsi_ibft iscsi_tcp sd_mod ext4)
-PACKAGES=(busybox-static open-iscsi libopeniscsiusr systemd-boot-efi openssl libssl3)
+# efivarfs + nvme-tcp (with nvme-auth, nvme-keyring and tls as dependencies): the NVMe/TCP
+# hand-over (the KurrentNvmeBoot variable, DH-HMAC-CHAP, TLS 1.3 through tlshd), with the kTLS
+# ciphers of the TLS 1.3 suites.
+MODULES=(crc32c_generic crc32c-intel e1000 iscsi_ibft iscsi_tcp sd_mod ext4
+  efivarfs nvme-tcp nvme-fabrics nvme-core nvme-auth nvme-keyring tls gcm ghash-generic aesni-intel ccm chacha20poly1305 seqiv)
+PACKAGES=(busybox-static open-iscsi libopeniscsiusr systemd-boot-efi openssl libssl3 keyutils libkeyutils1 e2fsprogs libext2fs2 libcom-err2)
+# tlshd (the kernel's TLS handshake upcall for nvme-tcp), built by kernel-node/build.sh from vendor/.
+tlshd=${KURRENT_KERNEL_NODE_BUILD:-$root/build/kernel-node}/tlshd/tlshd
+[ -x "$tlshd" ] || bash "$root/kernel-node/build.sh" >&2
 
 kpkg=$(kernel_package 6.12)
 debs=("$(fetch "$kpkg")")
 for p in "${PACKAGES[@]}"; do debs+=("$(fetch "$p")"); done
-inputs=$( { sha256sum "${debs[@]}" "$0" "$root/kernel-node/lib.sh" "$root/worker-image/init" "$root/worker-image/os-init" | cut -d' ' -f1; echo "${MODULES[*]}"; } | sha256sum | cut -d' ' -f1)
+inputs=$( { sha256sum "${debs[@]}" "$tlshd" "$0" "$root/kernel-node/lib.sh" "$root/worker-image/init" "$root/worker-image/kurrent-nvme.sh" "$root/worker-image/os-init" | cut -d' ' -f1; echo "${MODULES[*]}"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/uki.efi" ] && [ "$(cat "$out/inputs.sha256" 2>/dev/null)" = "$inputs" ]; then
   echo "build:worker-image: up to date ($out)"
   exit 0
@@ -57,7 +64,16 @@ with_libs() {
   cp -L /lib64/ld-linux-x86-64.so.2 "$2/lib64/"
 }
 with_libs "$work/x/sbin/iscsistart" "$rd"
+cp "$work/x/bin/keyctl" "$rd/bin/keyctl"
+with_libs "$work/x/bin/keyctl" "$rd"
+# chattr: efivarfs makes every variable outside the kernel's own list immutable; the initramfs
+# clears that to delete the hand-over variable.
+cp "$work/x/usr/bin/chattr" "$rd/bin/chattr"
+with_libs "$work/x/usr/bin/chattr" "$rd"
+cp "$tlshd" "$rd/sbin/tlshd"
+with_libs "$tlshd" "$rd"
 cp "$root/worker-image/init" "$rd/init"
+cp "$root/worker-image/kurrent-nvme.sh" "$rd/lib/kurrent-nvme.sh"
 chmod 755 "$rd/init"
 collect_modules "$mods" "$rd" "${MODULES[@]}"
 (cd "$rd" && find . | cpio -o -H newc --quiet | gzip -9 > "$work/initramfs")
@@ -84,6 +100,9 @@ cp "$work/x/usr/bin/openssl" "$out/root/usr/bin/openssl"
 with_libs "$work/x/usr/bin/openssl" "$out/root"
 chmod 755 "$out/root/sbin/init"
 echo 0 > "$out/root/var/lib/kurrent/boots"
+# Users: root and nobody (the OS checks what an unprivileged process can read).
+printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$out/root/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' > "$out/root/etc/group"
 
 cp "$work/initramfs" "$out/initramfs"
 cp "$work/uki.efi" "$out/uki.efi"
