@@ -1,4 +1,5 @@
 import { ChildProcess, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import { generateDhchapKey } from '../../src/shared/nvme-keys';
 import { KernelNode } from '../../scripts/kernel-node';
@@ -111,6 +112,37 @@ describe('kernel stage on nvmet: a Linux worker keeps its NVMe/TCP disk (TLS 1.3
     // Power cut, power on: what the OS wrote is on the disk.
     const second = await bootWorker({ vars, mac: MAC, hostname: 'lin-nvme', tftp, rom, track, timeoutMs: 600_000 });
     expect(OS_UP.exec(second.serial)?.[1]).toBe('2');
+
+    // A second worker's OS cannot reach the first one's disk. From the storage node's own kernel
+    // (nvme-tcp host, tlshd), a connect with exactly what lin-nvme2's OS would hold (its host
+    // NQN, host ID, DH-HMAC-CHAP secrets) is refused by lin-nvme's subsystem and let into its own
+    // (the control). Claiming lin-nvme's host NQN with lin-nvme2's secret is refused too, by
+    // DH-HMAC-CHAP: here TLS passes, since this kernel's .nvme holds the target's copy of
+    // lin-nvme's TLS key, which lin-nvme2's OS does not have.
+    const MAC2 = '52:54:00:22:20:02';
+    expect((await t.req('POST', '/devices', { mac: MAC2 })).status).toBe(201);
+    expect((await t.req('POST', '/workers', { worker_id: 'lin-nvme2', mac: MAC2 })).status).toBe(201);
+    expect((await t.req('PUT', '/workers/lin-nvme2/credential', { dhchap_key: generateDhchapKey() })).status).toBe(200);
+    expect((await t.req('POST', '/workers/lin-nvme2/luns/disk', { type: 'master', os: 'debian', name: '_tpl_linux.img' })).status).toBe(201);
+    expect((await t.req('PUT', '/workers/lin-nvme2/default-os', { os: 'debian', menu_timeout: 100 })).status).toBe(200);
+    const bv2 = (await t.req('GET', `/boot-vars?mac=${MAC2}&format=json`)).body;
+    expect(bv2).toMatchObject({ disk_nqn: expect.any(String), hostnqn: expect.any(String), dhchap_secret: expect.stringMatching(/^DHHC-1:/), dhchap_ctrl_secret: expect.stringMatching(/^DHHC-1:/) });
+    // One host ID per host NQN (the host side refuses one ID under two NQNs); nvmet does not check it.
+    const hostId = (nqn: string) => createHash('sha256').update(nqn).digest('hex').slice(0, 32).replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
+    const connect = async (subnqn: string, hostnqn: string, secret: string, ctrlSecret: string) => {
+      const opts = [
+        'transport=tcp', `traddr=${bv.storager_ip}`, `trsvcid=${bv.nvme_port}`, `nqn=${subnqn}`, `hostnqn=${hostnqn}`, `hostid=${hostId(hostnqn)}`,
+        `dhchap_secret=${secret}`, `dhchap_ctrl_secret=${ctrlSecret}`, 'ctrl_loss_tmo=0', 'tls',
+      ].join(',');
+      const answer = (await node.exec(`timeout -s KILL 40 sh -c ${sh(`exec 3<>/dev/nvme-fabrics; printf %s ${sh(opts)} >&3 2>/tmp/err && cat <&3 || cat /tmp/err`)} || echo "no answer within 40 s"`, 90_000)).trim();
+      const instance = /^instance=(\d+)/.exec(answer)?.[1];
+      if (instance) await node.exec(`echo 1 > /sys/class/nvme/nvme${instance}/delete_controller`);
+      return instance ? 'connected' : `refused: ${answer}`;
+    };
+    // (Refused by the kernel's answer to the write, not by the 40 s bound.)
+    expect(await connect(bv.disk_nqn, bv2.hostnqn, bv2.dhchap_secret, bv2.dhchap_ctrl_secret)).toMatch(/^refused: (?!no answer)/);
+    expect(await connect(bv.disk_nqn, bv.hostnqn, bv2.dhchap_secret, bv2.dhchap_ctrl_secret)).toMatch(/^refused: (?!no answer)/);
+    expect(await connect(bv2.disk_nqn, bv2.hostnqn, bv2.dhchap_secret, bv2.dhchap_ctrl_secret)).toBe('connected');
 
     // Revoked while the OS runs: the target is locked for the next login (the host leaves the
     // subsystem), the running controller keeps its connection (not the control plane's to cut),

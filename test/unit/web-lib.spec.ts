@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { byMac, deviceMatcher, type DeviceFilter } from '../../src/shared/device-filter';
 import { bytes, countdown, hashPrefix, relativeTime } from '../../web/src/lib/format';
 import { parseImport, parsePairs } from '../../web/src/lib/paste';
+import { handover } from '../../web/src/lib/handover';
 import { nextStep } from '../../web/src/lib/next-step';
 import { executeTargets, planLoad, planRows } from '../../web/src/lib/plan';
 import { statusRows } from '../../web/src/lib/status';
@@ -202,5 +203,12 @@ describe('nextStep: what an operator can do about a failed request', () => {
     expect(nextStep(409)).toMatch(/^This conflicts/);
     expect(nextStep(400)).toBeNull();
     expect(nextStep(404)).toBeNull();
+  });
+});
+
+describe('handover: what keeps a disk once the OS runs (docs/KERNEL-STAGE.md)', () => {
+  it('names the EFI variable for NVMe/TCP disks and the iBFT for iSCSI ones (also a record from before transports)', () => {
+    expect(handover('nvme-tcp')).toBe('kernel stage: KurrentNvmeBoot EFI variable from iPXE (UEFI)');
+    expect([handover('iscsi'), handover(null), handover(undefined)]).toEqual(Array(3).fill('kernel stage: iBFT from iPXE'));
   });
 });
