@@ -1,7 +1,7 @@
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { parseHead } from '../../src/control-plane/boot/boot-front';
+import { parseHead, sharedReadsAvailable } from '../../src/control-plane/boot/boot-front';
 import { startApp, TestApp } from '../helpers/app';
 import { until } from '../helpers/poll';
 
@@ -110,6 +110,47 @@ describe('the boot front: boot routes answered off the socket, everything else h
     expect(responses(got)).toHaveLength(1);
     expect(got).toContain('\r\nConnection: close\r\n\r\n#!ipxe\n');
     expect(viaNodeHttp.length).toBe(before);
+  });
+
+  it('connections share one read buffer: heads split and interleaved over two connections each get their own answer', async () => {
+    expect(sharedReadsAvailable()).toBe(true);
+    const before = viaNodeHttp.length;
+    const open = () => {
+      const s = net.connect(port, '127.0.0.1');
+      const conn = { s, got: '' };
+      s.on('data', (d) => (conn.got += d.toString('latin1')));
+      return conn;
+    };
+    const a = open();
+    const b = open();
+    const pause = () => new Promise((r) => setTimeout(r, 20));
+    const reqA = get(BOOTVARS, 'Connection: close\r\n');
+    const reqB = get('/healthz', 'Connection: close\r\n');
+    // Each half waits in its connection while the other connection's read fills the buffer.
+    a.s.write(reqA.slice(0, 30));
+    await pause();
+    b.s.write(reqB.slice(0, 20));
+    await pause();
+    a.s.write(reqA.slice(30));
+    await pause();
+    b.s.write(reqB.slice(20));
+    await until(async () => a.got.includes('menu-timeout') && b.got.includes('"status":"ok"'), 5_000);
+    a.s.destroy();
+    b.s.destroy();
+    expect(responses(a.got)).toHaveLength(1);
+    expect(a.got).toContain('# boot vars for worker-01');
+    expect(responses(b.got)).toHaveLength(1);
+    // The /healthz head went to node:http whole, although half of it was read before the other connection's.
+    expect(viaNodeHttp.slice(before)).toEqual(['/healthz']);
+  });
+
+  it('after a hand-over, what arrives later on that connection is read by node:http', async () => {
+    const before = viaNodeHttp.length;
+    const got = await exchange([get(BOOTVARS) + get('/healthz'), get('/boot-menu?mac=00:0c:29:b9:8b:2d', 'Connection: close\r\n')], () => false);
+    const rs = responses(got);
+    expect(rs).toHaveLength(3);
+    expect(rs[2]).toContain('# boot menu for worker-01');
+    expect(viaNodeHttp.slice(before)).toEqual(['/healthz', '/boot-menu?mac=00:0c:29:b9:8b:2d']);
   });
 
   it('an answer that waits (a registration) holds the requests behind it, in order; nothing is read after Connection: close', async () => {

@@ -1,9 +1,9 @@
 import { STATUS_CODES } from 'node:http';
 import type { Server } from 'node:http';
-import type { Socket } from 'node:net';
-import { Server as TlsServer } from 'node:tls';
+import { Socket } from 'node:net';
+import { Server as TlsServer, TLSSocket } from 'node:tls';
 import { parse as parseQuery } from 'fast-querystring';
-import { EncodedAnswer } from './encoded-answer';
+import { BuiltResponse, EncodedAnswer } from './encoded-answer';
 
 /** A boot route as the front calls it: the query and the client's address in, an answer (or its promise) out; a throw is an error answer. */
 export type FrontRoute = (query: Record<string, unknown>, ip: string | undefined) => unknown;
@@ -141,21 +141,64 @@ function httpDate(): string {
   return dateValue;
 }
 
+/**
+ * Reads into one buffer of the process instead of a new Buffer per read: node:net's `onread`
+ * mode (documented for `socket.connect`), switched on for a socket the server accepted through
+ * the same internal fields its constructor sets (the symbols are found by their descriptions on a
+ * probe socket). bench:boot-path: a read through the stream machinery (a Buffer, `push`, a
+ * `data` event, a read-more tick) allocates ~650 bytes, most of a boot answer's share. null when
+ * this Node has no such fields: the front then reads through `data` events as before.
+ */
+const USER_READ = ((): { buffer: symbol; callback: symbol } | null => {
+  const probe = Object.getOwnPropertySymbols(new Socket());
+  const buffer = probe.find((k) => k.description === 'kBuffer');
+  const callback = probe.find((k) => k.description === 'kBufferCb');
+  return buffer && callback ? { buffer, callback } : null;
+})();
+/** Whether this Node lets the front read into one shared buffer (a test pins it: without it the bytes per request triple). */
+export const sharedReadsAvailable = (): boolean => USER_READ !== null;
+
+/** Every read of every front connection lands here; a read's bytes are used (or copied) before the callback returns. */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+type UserReadHandle = { useUserBuffer?: (b: Uint8Array) => void };
+
+/** Switches a plain TCP connection to reads into READ_BUFFER, each given to `onRead`; false when it cannot be (TLS, another Node). */
+function readIntoSharedBuffer(socket: Socket, onRead: (n: number, buf: Buffer) => void): boolean {
+  const handle = (socket as unknown as { _handle?: UserReadHandle })._handle;
+  // TLS: the cleartext comes out of the TLS layer's own stream; left to `data` events.
+  if (socket instanceof TLSSocket || !USER_READ || typeof handle?.useUserBuffer !== 'function') return false;
+  const fields = socket as unknown as Record<symbol, unknown>;
+  if (!(USER_READ.buffer in fields) || fields[USER_READ.buffer] !== null) return false;
+  fields[USER_READ.buffer] = READ_BUFFER;
+  fields[USER_READ.callback] = onRead;
+  handle.useUserBuffer(READ_BUFFER);
+  return true;
+}
+
+/** After a hand-over: reads the handle's consumer (node:http's parser) does not take itself go into the stream as copies, as a plain socket's would. */
+function readIntoStream(socket: Socket): void {
+  (socket as unknown as Record<symbol, unknown>)[USER_READ!.callback] = (n: number, buf: Buffer) => socket.push(Buffer.from(buf.subarray(0, n)));
+}
+
 /** The bytes of one response, as node:http writes them for the same headers (test/e2e/boot-front.e2e-spec.ts compares). */
 function response(status: number, answer: EncodedAnswer, close: boolean, keepAliveSeconds: number): Buffer {
   const date = httpDate();
-  // The common answer (200, keep-alive) is built once a second per cached answer and then written as is.
-  if (status === 200 && !close) return answer.wire(date, keepAliveSeconds, () => build(status, answer, date, close, keepAliveSeconds));
-  return build(status, answer, date, close, keepAliveSeconds);
+  // The common answer (200, keep-alive) is built once per cached answer; each new second copies it with that second's Date.
+  if (status === 200 && !close) return answer.wire(date, keepAliveSeconds) ?? answer.keep(build(status, answer, date, close, keepAliveSeconds), date, keepAliveSeconds);
+  return build(status, answer, date, close, keepAliveSeconds).bytes;
 }
 
-function build(status: number, answer: EncodedAnswer, date: string, close: boolean, keepAliveSeconds: number): Buffer {
+function build(status: number, answer: EncodedAnswer, date: string, close: boolean, keepAliveSeconds: number): BuiltResponse {
   const h = answer.headers;
   let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`;
   for (let i = 0; i < h.length; i += 2) head += `${h[i]}: ${h[i + 1]}\r\n`;
-  head += `Date: ${date}\r\n`;
+  head += 'Date: ';
+  // The header list is EncodedAnswer's, all ASCII: the string's length is the Date's byte offset.
+  const dateAt = head.length;
+  head += `${date}\r\n`;
   head += close ? 'Connection: close\r\n\r\n' : keepAliveSeconds > 0 ? `Connection: keep-alive\r\nKeep-Alive: timeout=${keepAliveSeconds}\r\n\r\n` : 'Connection: keep-alive\r\n\r\n';
-  return Buffer.concat([Buffer.from(head, 'latin1'), answer.bytes]);
+  return { bytes: Buffer.concat([Buffer.from(head, 'latin1'), answer.bytes]), dateAt };
 }
 
 /**
@@ -188,6 +231,8 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
     let ended = false;
     /** A `Connection: close` request was answered: nothing more is read or written. */
     let done = false;
+    /** Reads land in READ_BUFFER (readIntoSharedBuffer) rather than in a Buffer of their own. */
+    let sharedReads = false;
     const keepAliveMs = server.keepAliveTimeout;
     const headersMs = server.headersTimeout;
     const onTimeout = () => socket.destroy();
@@ -210,7 +255,9 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
       socket.setTimeout(0);
       live.delete(socket);
       socket.pause();
-      if (pending?.length) socket.unshift(pending);
+      if (sharedReads) readIntoStream(socket);
+      // A copy: `pending` may be a view of the shared read buffer.
+      if (pending?.length) socket.unshift(Buffer.from(pending));
       pending = null;
       opts.handedOver();
       for (const l of nodeListeners) l.call(server, socket);
@@ -313,7 +360,14 @@ export function installBootFront(server: Server, opts: BootFrontOptions): BootFr
       pending = pending ? Buffer.concat([pending, chunk]) : chunk;
       guarded(drainRequests);
     }
-    socket.on('data', onData);
+    /** A read into the shared buffer: what is left unanswered when it returns is copied out of it. */
+    function onRead(n: number, buf: Buffer): void {
+      onData(buf.subarray(0, n));
+      if (pending !== null && pending.buffer === buf.buffer) pending = Buffer.from(pending);
+    }
+    sharedReads = readIntoSharedBuffer(socket, onRead);
+    if (sharedReads) socket.resume();
+    else socket.on('data', onData);
   }
 
   return {
