@@ -61,7 +61,9 @@ export function runClient(script: string, args: string[]): Promise<string> {
 export function prodCommand(root: string): { flags: string[]; script: string } {
   const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
   const words = pkg.scripts['start:prod'].replace(/^exec node /, '').split(/\s+/);
-  return { flags: words.filter((w) => w.startsWith('--')), script: path.join(root, words.find((w) => !w.startsWith('--'))!) };
+  // BENCH_NODE_FLAGS compares other V8 flags on the same bench (e.g. "--max-semi-space-size=64 --single-threaded-gc").
+  const flags = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean) : words.filter((w) => w.startsWith('--'));
+  return { flags, script: path.join(root, words.find((w) => !w.startsWith('--'))!) };
 }
 
 export const macOf = (i: number) =>
