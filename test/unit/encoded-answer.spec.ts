@@ -24,9 +24,10 @@ describe('EncodedAnswer.wire', () => {
     // The first second's bytes are untouched: a socket may still be writing them.
     expect(first.toString('latin1')).toBe(`${head(D1)}#!ipxe\n`);
     expect(a.wire(D2, 5)).toBe(second);
-    // The body is kept once, as the template's tail.
+    // The body is kept once, as the template's tail (same memory, not merely the same pool slab).
     expect(a.bytes.toString()).toBe('#!ipxe\n');
     expect(a.bytes.buffer).toBe(first.buffer);
+    expect(a.bytes.byteOffset).toBe(first.byteOffset + first.length - a.bytes.length);
   });
 
   it('builds again when the keep-alive timeout changed or a Date is not the fixed 29 characters', () => {
