@@ -89,6 +89,9 @@ function newestMtime(dir: string): number {
 
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
+/** Commands carry DH-HMAC-CHAP secrets and TLS PSKs (test keys, but keys): an error message never shows them. */
+export const withoutSecrets = (text: string): string => text.replace(/\b(DHHC-1|NVMeTLSkey-1):0\d:[A-Za-z0-9+/=]+:/g, '$1:<redacted>');
+
 export class KernelNode {
   readonly dir: string;
   readonly consoleLog: string;
@@ -218,7 +221,7 @@ export class KernelNode {
       let out = '';
       const timer = setTimeout(() => {
         sock.destroy();
-        reject(new Error(`kernel node: ${JSON.stringify(cmd)} timed out after ${timeoutMs} ms: ${out}`));
+        reject(new Error(`kernel node: ${JSON.stringify(withoutSecrets(cmd))} timed out after ${timeoutMs} ms: ${withoutSecrets(out)}`));
       }, timeoutMs);
       sock.setEncoding('utf8');
       sock.on('data', (d) => (out += d));
