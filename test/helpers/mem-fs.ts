@@ -32,6 +32,15 @@ export class MemFs extends FileSystem {
     const v = this.files.get(f);
     return v === undefined ? null : Buffer.from(v);
   }
+  /** Small chunks (one reused buffer, as the real one): every reader here meets lines and characters cut in two. */
+  override readChunksSync(f: string, onChunk: (bytes: Buffer) => void, chunkBytes = 7): boolean {
+    const v = this.files.get(f);
+    if (v === undefined) return false;
+    const bytes = Buffer.from(v);
+    const buf = Buffer.alloc(chunkBytes);
+    for (let at = 0; at < bytes.length; at += chunkBytes) onChunk(buf.subarray(0, bytes.copy(buf, 0, at, at + chunkBytes)));
+    return true;
+  }
   override async readText(f: string) {
     return this.files.get(f) ?? null;
   }

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AppConfig } from '../../src/control-plane/config/app-config';
 import { CredentialRecord, FileShape, newPush, runOnView } from '../../src/control-plane/repositories/credentials/credential.repository';
-import { FileCredentialRepository, readCredentialsOnDisk } from '../../src/control-plane/repositories/credentials/file-credential.repository';
+import { FileCredentialRepository, readCredentialsFile, readCredentialsOnDisk, renderCredentialsFile } from '../../src/control-plane/repositories/credentials/file-credential.repository';
 import { FileSystem } from '../../src/shared/files/file-system';
 import { tempDir } from '../helpers/app';
 
@@ -150,5 +150,63 @@ describe('FileCredentialRepository: nvme-credentials.json and its log', () => {
     await repo.checkpoint();
     const file = jsonOf(dir);
     expect([file.credentials.w1.revoked, file.credentials.w2.revoked, !!file.credentials.w3]).toEqual([true, true, true]);
+  });
+});
+
+describe('nvme-credentials.json: one credential a line, read as it is read from disk', () => {
+  const dir = tempDir('kurrent-creds-file-');
+  const file = path.join(dir, 'nvme-credentials.json');
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // ~2 MB: entries cut by the reader's 1 MiB chunks.
+  const big: FileShape = {
+    ...shape(8000),
+    removals: [{ worker_id: 'gone', hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:kurrent:host.gone', agent: 'a1', attempts: 2, last_error: 'agent unreachable', last_attempt_at: null, next_attempt_at: null }],
+  };
+
+  it('what is written is JSON, one credential a line, and reads back the same (empty too)', () => {
+    for (const d of [big, shape(0), shape(1)]) {
+      const text = renderCredentialsFile(d);
+      expect(JSON.parse(text)).toEqual(d);
+      expect(text.split('\n').filter((l) => l.startsWith('    "'))).toHaveLength(Object.keys(d.credentials).length);
+      fs.writeFileSync(file, text);
+      expect(readCredentialsFile(file, new FileSystem())).toEqual(d);
+    }
+    expect(fs.statSync(file).size).toBeLessThan(1024 * 1024);
+    fs.writeFileSync(file, renderCredentialsFile(big));
+    expect(fs.statSync(file).size).toBeGreaterThan(1.5 * 1024 * 1024);
+    // Read in one pass, never as one whole text.
+    const files = new FileSystem();
+    const whole = jest.spyOn(files, 'readTextSync');
+    expect(readCredentialsFile(file, files)).toEqual(big);
+    expect(whole).not.toHaveBeenCalled();
+  });
+
+  it('any other JSON layout reads the same; what is not JSON is refused as before, naming no value', () => {
+    fs.writeFileSync(file, JSON.stringify(big, null, 2));
+    const files = new FileSystem();
+    const whole = jest.spyOn(files, 'readTextSync');
+    expect(readCredentialsFile(file, files)).toEqual(big);
+    expect(whole).toHaveBeenCalledTimes(1);
+    fs.writeFileSync(file, JSON.stringify(big));
+    expect(readCredentialsFile(file, new FileSystem())).toEqual(big);
+    const lines = renderCredentialsFile(big).split('\n');
+    const at = lines.findIndex((l) => l.startsWith('    "w5000"'));
+    // A missing comma deep in the file, and a trailing one before the closing line.
+    for (const broken of [
+      [...lines.slice(0, at), lines[at].replace(/,$/, ''), ...lines.slice(at + 1)],
+      [...lines.slice(0, lines.length - 4), `${lines[lines.length - 4]},`, ...lines.slice(lines.length - 3)],
+    ]) {
+      fs.writeFileSync(file, broken.join('\n'));
+      expect(() => readCredentialsFile(file, new FileSystem())).toThrow(/invalid JSON/);
+    }
+    const bad = [...lines.slice(0, at), lines[at].replace(KEY, 'DHHC-1:00:AAAA:'), ...lines.slice(at + 1)];
+    fs.writeFileSync(file, bad.join('\n'));
+    expect(() => readCredentialsFile(file, new FileSystem())).toThrow(`${file}:1: credentials.w5000.dhchap_key is not a DHHC-1 secret`);
+    // An own "__proto__" entry stays an entry (and is then checked like any other).
+    const proto = [...lines.slice(0, at), lines[at].replace('"w5000"', '"__proto__"'), ...lines.slice(at + 1)];
+    fs.writeFileSync(file, proto.join('\n'));
+    const read = readCredentialsFile(file, new FileSystem());
+    expect(Object.prototype.hasOwnProperty.call(read.credentials, '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(read.credentials)).toBe(Object.prototype);
   });
 });

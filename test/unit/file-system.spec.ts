@@ -51,3 +51,30 @@ describe('FileSystem.replaceViaLink', () => {
     expect(names()).toEqual(before);
   });
 });
+
+describe('FileSystem.readChunksSync', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kurrent-fs-chunks-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('hands the file front to back in chunks of one reused buffer; a missing file is false', () => {
+    const file = path.join(dir, 'big');
+    const bytes = Buffer.from(Array.from({ length: 10_000 }, (_, i) => i % 251));
+    fs.writeFileSync(file, bytes);
+    const got: Buffer[] = [];
+    const buffers = new Set<ArrayBuffer>();
+    expect(
+      new FileSystem().readChunksSync(
+        file,
+        (c) => {
+          buffers.add(c.buffer as ArrayBuffer);
+          got.push(Buffer.from(c));
+        },
+        4096,
+      ),
+    ).toBe(true);
+    expect(got.map((c) => c.length)).toEqual([4096, 4096, 1808]);
+    expect(Buffer.concat(got).equals(bytes)).toBe(true);
+    expect(buffers.size).toBe(1);
+    expect(new FileSystem().readChunksSync(path.join(dir, 'missing'), () => undefined)).toBe(false);
+  });
+});

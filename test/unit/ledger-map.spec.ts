@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -67,5 +68,60 @@ describe('LedgerMap', () => {
     expect(m.get('a')?.state).toBe('ready');
     expect(m.size).toBe(2);
     expect(m.checkFile().kind).toBe('same');
+  });
+});
+
+describe('LedgerMap: loading a file larger than one read chunk', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledger-big-'));
+  const file = path.join(dir, 'workers.yml');
+  const mk = () => new LedgerMap<WorkerRecord>(file, 'workers', '# header', validateWorker, new FileSystem());
+  let written = '';
+  const sha = () => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+  // ~2.5 MB: lines and multi-byte characters cut by the 1 MiB chunks.
+  const many = new Map<string, WorkerRecord>();
+  for (let i = 0; i < 6000; i++) {
+    const id = `seat-${i}`;
+    many.set(id, newWorker(id, { default_os: `Débian ✓ ${'x'.repeat(i % 300)}`, created_at: '2026-12-04T00:00:00.000Z' }));
+  }
+
+  it('loads every entry as written, and knows the hash of the bytes it read', async () => {
+    const m = mk();
+    m.loadSync();
+    m.apply(many);
+    await m.checkpoint();
+    expect(fs.statSync(file).size).toBeGreaterThan(2 * 1024 * 1024);
+    const files = new FileSystem();
+    const whole = jest.spyOn(files, 'readBytesSync');
+    const again = new LedgerMap<WorkerRecord>(file, 'workers', '# header', validateWorker, files);
+    again.loadSync();
+    expect(whole).not.toHaveBeenCalled(); // read in chunks, never whole
+    expect(again.size).toBe(6000);
+    expect([...again.entries()]).toEqual([...many.entries()]);
+    expect(again.knownSha).toBe(sha());
+    written = fs.readFileSync(file, 'utf8');
+  });
+
+  it('a bad entry past the first chunk is refused with its own line number', async () => {
+    const lines = written.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('  "seat-5000"'));
+    lines[at] = lines[at].replace('"state":"registered"', '"state":"flying"');
+    fs.writeFileSync(file, lines.join('\n'));
+    expect(() => mk().loadSync()).toThrow(`${file}:${at + 1}: "seat-5000": state must be one of registered, ready, installing`);
+    lines[at] = lines[2].replace('"seat-0"', '"seat-1"');
+    fs.writeFileSync(file, lines.join('\n'));
+    expect(() => mk().loadSync()).toThrow(`${file}:${at + 1}: duplicate key "seat-1"`);
+  });
+
+  it('a layout the fast path does not take, found past the first chunk, is parsed as YAML whole', () => {
+    const lines = written.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('  "seat-5000"'));
+    lines[at] = '  seat-5000:\n    state: ready';
+    fs.writeFileSync(file, lines.join('\n'));
+    const m = mk();
+    m.loadSync();
+    expect(m.size).toBe(6000);
+    expect(m.get('seat-5000')).toEqual(newWorker('seat-5000', { state: 'ready' }));
+    expect(m.get('seat-5999')).toEqual(many.get('seat-5999'));
+    expect(m.knownSha).toBe(sha());
   });
 });

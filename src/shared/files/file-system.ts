@@ -60,6 +60,27 @@ export class FileSystem {
     }
   }
 
+  /**
+   * Reads the file front to back into one reused buffer, handing each chunk to onChunk (which
+   * must copy what it keeps). False when the file does not exist.
+   */
+  readChunksSync(file: string, onChunk: (bytes: Buffer) => void, chunkBytes = 1 << 20): boolean {
+    let fd: number;
+    try {
+      fd = fs.openSync(file, 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw e;
+    }
+    try {
+      const buf = Buffer.allocUnsafeSlow(chunkBytes);
+      for (let n = fs.readSync(fd, buf, 0, chunkBytes, null); n > 0; n = fs.readSync(fd, buf, 0, chunkBytes, null)) onChunk(buf.subarray(0, n));
+      return true;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
   async readText(file: string): Promise<string | null> {
     try {
       return await fsp.readFile(file, 'utf8');
