@@ -9,6 +9,7 @@ import { parsePubkey, ParsedKey } from '../common/device-key';
 import { byMac, deviceMatcher, searchText } from '../../shared/device-filter';
 import { cleanReportString, isDeviceMac } from '../../shared/grammars';
 import { normalizeId, normalizeMac } from '../../shared/mac';
+import { fleetStrings } from '../../shared/string-pool';
 import { AuditService } from '../audit/audit.service';
 import type { RefusalReason } from '../settings/dto/admission.dto';
 import { SettingsService } from '../settings/settings.service';
@@ -589,7 +590,8 @@ function mergeFingerprint(cur: Fingerprint, reported: Partial<Fingerprint>): Fin
     const v = reported[k as keyof Fingerprint];
     if (v !== null && v !== undefined && cur[k as keyof Fingerprint] !== v) {
       next ??= { ...cur };
-      (next[k as keyof Fingerprint] as unknown) = v;
+      // Models and chips repeat across the fleet (a serial does not): the record keeps the pooled string.
+      (next[k as keyof Fingerprint] as unknown) = typeof v === 'string' && k !== 'serial' ? fleetStrings.of(v) : v;
     }
   }
   return next ?? cur;

@@ -4,6 +4,7 @@ const PUBKEY_FORM = /^04[0-9a-f]{128}$/;
 import { isDeviceMac } from '../../../shared/grammars';
 import { normalizeId, normalizeMac } from '../../../shared/mac';
 import type { Validator } from '../../../shared/files/ledger-map';
+import { fleetStrings } from '../../../shared/string-pool';
 
 export const DEVICE_STATES = ['pooled', 'bound', 'revoked'] as const;
 export type DeviceState = (typeof DEVICE_STATES)[number];
@@ -168,7 +169,8 @@ export const validateDevice: Validator<DeviceRecord> = (key, v) => {
       (fingerprint[f] as number | null) = (x as number | undefined) ?? null;
     } else {
       if (!optStr(x) && typeof x !== 'number') return { ok: false, error: `fingerprint.${f} must be a string` };
-      (fingerprint[f] as string | null) = x === undefined || x === null ? null : String(x);
+      // Models and chips repeat across the fleet: one string each (a serial is the device's own).
+      (fingerprint[f] as string | null) = x === undefined || x === null ? null : f === 'serial' ? String(x) : fleetStrings.of(String(x));
     }
   }
   return {
@@ -176,7 +178,7 @@ export const validateDevice: Validator<DeviceRecord> = (key, v) => {
     value: {
       mac: key,
       uuid: (v.uuid as string) ?? null,
-      state: v.state as DeviceState,
+      state: DEVICE_STATES[DEVICE_STATES.indexOf(v.state as DeviceState)],
       bound_worker_id: bound as string | null,
       key_hash: keyHash,
       pubkey,
@@ -227,14 +229,14 @@ export const validateWorker: Validator<WorkerRecord> = (key, v) => {
     value: {
       worker_id: key,
       hostname,
-      arch: typeof v.arch === 'string' ? v.arch : 'x86_64',
-      state: v.state as WorkerState,
+      arch: typeof v.arch === 'string' ? fleetStrings.of(v.arch) : 'x86_64',
+      state: WORKER_STATES[WORKER_STATES.indexOf(v.state as WorkerState)],
       disks: disks as unknown as DiskRecord[],
       cd: cd as CdRecord | null,
       default_os: (v.default_os as string) ?? null,
       default_disk: defaultDisk,
       boot: {
-        menu_default: (boot.menu_default as string) ?? null,
+        menu_default: typeof boot.menu_default === 'string' ? fleetStrings.of(boot.menu_default) : null,
         menu_timeout: (boot.menu_timeout as number) ?? null,
       },
       created_at: typeof v.created_at === 'string' ? v.created_at : null,
