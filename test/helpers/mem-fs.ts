@@ -41,6 +41,9 @@ export class MemFs extends FileSystem {
     for (let at = 0; at < bytes.length; at += chunkBytes) onChunk(buf.subarray(0, bytes.copy(buf, 0, at, at + chunkBytes)));
     return true;
   }
+  override async readChunks(f: string, onChunk: (bytes: Buffer) => void, chunkBytes = 7): Promise<boolean> {
+    return this.readChunksSync(f, onChunk, chunkBytes);
+  }
   override async readText(f: string) {
     return this.files.get(f) ?? null;
   }

@@ -81,6 +81,27 @@ export class FileSystem {
     }
   }
 
+  /** readChunksSync off the event loop (each read is awaited; the buffer is reused between chunks). */
+  async readChunks(file: string, onChunk: (bytes: Buffer) => void, chunkBytes = 1 << 20): Promise<boolean> {
+    let handle: fsp.FileHandle;
+    try {
+      handle = await fsp.open(file, 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw e;
+    }
+    try {
+      const buf = Buffer.allocUnsafeSlow(chunkBytes);
+      for (;;) {
+        const { bytesRead } = await handle.read(buf, 0, chunkBytes, null);
+        if (bytesRead === 0) return true;
+        onChunk(buf.subarray(0, bytesRead));
+      }
+    } finally {
+      await handle.close();
+    }
+  }
+
   async readText(file: string): Promise<string | null> {
     try {
       return await fsp.readFile(file, 'utf8');

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import * as path from 'node:path';
 import { FileSystem } from '../../../shared/files/file-system';
+import { LineSplitter } from '../../../shared/files/line-splitter';
 import { AppConfig } from '../../config/app-config';
 import { BootEvent, BootEventRepository } from './boot-event.repository';
 
@@ -25,13 +26,17 @@ export class FileBootEventRepository extends BootEventRepository {
     this.file = path.join(config.stateDir, 'boot-events.jsonl');
   }
 
-  /** The events of the file, a torn last line (a crash mid-append, never acknowledged) skipped. */
+  /**
+   * The events of the file, a torn last line (a crash mid-append, never acknowledged) skipped.
+   * Read in chunks and parsed line by line: after a day of boots at 100,000 seats the file is tens
+   * of MB, and one Buffer and one string of it cost more than the parse.
+   */
   private async read(): Promise<{ events: BootEvent[]; torn: boolean; lines: number }> {
-    const text = (await this.fs.readText(this.file)) ?? '';
     const events: BootEvent[] = [];
     let lines = 0;
-    for (const line of text.split('\n')) {
-      if (!line) continue;
+    let lastByte = -1;
+    const splitter = new LineSplitter((line) => {
+      if (!line) return;
       lines++;
       try {
         const e = JSON.parse(line) as BootEvent;
@@ -39,8 +44,13 @@ export class FileBootEventRepository extends BootEventRepository {
       } catch {
         // the torn line
       }
-    }
-    return { events, torn: text !== '' && !text.endsWith('\n'), lines };
+    });
+    await this.fs.readChunks(this.file, (chunk) => {
+      lastByte = chunk[chunk.length - 1];
+      splitter.push(chunk);
+    });
+    splitter.end();
+    return { events, torn: lastByte !== -1 && lastByte !== 10, lines };
   }
 
   private async rewrite(events: BootEvent[]): Promise<void> {

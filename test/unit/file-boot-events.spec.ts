@@ -1,0 +1,43 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { AppConfig } from '../../src/control-plane/config/app-config';
+import type { BootEvent } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { FileBootEventRepository } from '../../src/control-plane/repositories/boot-events/file-boot-event.repository';
+import { FileSystem } from '../../src/shared/files/file-system';
+import { tempDir } from '../helpers/app';
+
+describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
+  const dir = tempDir('kurrent-boot-events-');
+  const file = path.join(dir, 'boot-events.jsonl');
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const repo = () => new FileBootEventRepository({ stateDir: dir } as AppConfig, new FileSystem());
+  // ~3 MB: lines cut by the 1 MiB chunks.
+  const events: BootEvent[] = Array.from({ length: 30_000 }, (_, i) => ({
+    at: 1_000_000 + i,
+    mac: `02:00:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`,
+    stage: i % 2 ? 'vars' : 'report',
+    node: 'vm:1',
+    ...(i % 2 ? { detail: { answer: 'disk', note: 'é✓'.repeat(i % 7) } } : { worker: `seat-${i}` }),
+  }));
+  const text = events.map((e) => JSON.stringify(e) + '\n').join('');
+
+  it('loads every event since the cut, in order, and leaves a whole file alone', async () => {
+    fs.writeFileSync(file, text);
+    expect(fs.statSync(file).size).toBeGreaterThan(2 * 1024 * 1024);
+    expect(await repo().load(0)).toEqual(events);
+    expect(await repo().load(1_000_000 + 20_000)).toEqual(events.slice(20_000));
+    expect(fs.readFileSync(file, 'utf8')).toBe(text);
+  });
+
+  it('a torn last line (a crash mid-append) is skipped and cut off the file', async () => {
+    fs.writeFileSync(file, text + JSON.stringify(events[0]).slice(0, 20));
+    expect(await repo().load(0)).toEqual(events);
+    expect(fs.readFileSync(file, 'utf8')).toBe(text);
+  });
+
+  it('a missing file is no events', async () => {
+    fs.rmSync(file);
+    expect(await repo().load(0)).toEqual([]);
+    expect(fs.existsSync(file)).toBe(false);
+  });
+});
