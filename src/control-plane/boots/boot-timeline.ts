@@ -81,7 +81,12 @@ export function stoppedAt(s: BootSession): BootStage {
  * retries never make a boot, let alone a boot loop.
  */
 export class BootTimeline {
-  readonly sessions: BootSession[] = [];
+  /**
+   * Replaced, never pushed to (here and a session's stages): an array grown by push keeps room for
+   * 17 elements, ~250 bytes a seat of empty slots at 100,000 seats (issue 27); concat allocates
+   * exactly what it holds.
+   */
+  sessions: BootSession[] = [];
   /** Boots before this time do not count towards a loop (an operator released the hold). */
   releasedAt = 0;
   /** Set while the device is looping: when it was detected and why. */
@@ -126,9 +131,11 @@ export class BootTimeline {
     // ordered start times: the session id and the newest-first order depend on it.
     const prev = this.sessions[this.sessions.length - 1];
     if (prev && e.at <= prev.started) e = { ...e, at: prev.started + 1 };
-    const s: BootSession = { mac: this.mac, started: e.at, stages: [], reached: 0, last: e.at, ...(e.worker ? { worker: e.worker } : {}) };
-    this.sessions.push(s);
-    if (this.sessions.length > this.keep) this.sessions.shift();
+    const s: BootSession = e.worker
+      ? { mac: this.mac, started: e.at, stages: [], reached: 0, last: e.at, worker: e.worker }
+      : { mac: this.mac, started: e.at, stages: [], reached: 0, last: e.at };
+    const sessions = this.sessions.concat([s]);
+    this.sessions = sessions.length > this.keep ? sessions.slice(1) : sessions;
     this.mark(s, e);
     return s;
   }
@@ -137,7 +144,7 @@ export class BootTimeline {
     const stage = e.stage as BootStage;
     // A boot's start may have been moved 1 ms on (begin); its stages never come before it.
     const at = Math.max(e.at, s.started);
-    s.stages.push({ stage, at, ...(e.detail ? { detail: e.detail } : {}) });
+    s.stages = s.stages.concat([e.detail ? { stage, at, detail: e.detail } : { stage, at }]);
     s.reached = Math.max(s.reached, STAGE_ORDER[stage]);
     s.last = Math.max(s.last, at);
     if (e.worker && !s.worker) s.worker = e.worker;
