@@ -61,12 +61,19 @@ export class PgLedgerRepository extends LedgerRepository implements OnModuleInit
   private async reloadPg(c?: PoolClient): Promise<void> {
     const q = c ? c.query.bind(c) : this.db.query.bind(this.db);
     const version = Number((await q('SELECT coalesce(max(id), 0) AS v FROM ledger_changes')).rows[0].v);
-    const devs = (await q('SELECT mac, data FROM devices')).rows as { mac: string; data: DeviceRecord }[];
-    const wks = (await q('SELECT worker_id, data FROM workers')).rows as { worker_id: string; data: WorkerRecord }[];
-    const dm = new Set(devs.map((r) => r.mac));
-    const wm = new Set(wks.map((r) => r.worker_id));
-    for (const k of [...this.devices.entries()].map(([k]) => k)) if (!dm.has(k)) this.devices.replay(k, undefined);
-    for (const k of [...this.workers.entries()].map(([k]) => k)) if (!wm.has(k)) this.workers.replay(k, undefined);
+    // Both tables at once (two pool connections at start): the server sends one while this process parses the other.
+    const [devRows, wkRows] = await Promise.all([q('SELECT mac, data FROM devices'), q('SELECT worker_id, data FROM workers')]);
+    const devs = devRows.rows as { mac: string; data: DeviceRecord }[];
+    const wks = wkRows.rows as { worker_id: string; data: WorkerRecord }[];
+    // Keys gone from the tables (nothing to drop at start, when memory is empty).
+    if (this.devices.size) {
+      const dm = new Set(devs.map((r) => r.mac));
+      for (const k of [...this.devices.entries()].map(([k]) => k)) if (!dm.has(k)) this.devices.replay(k, undefined);
+    }
+    if (this.workers.size) {
+      const wm = new Set(wks.map((r) => r.worker_id));
+      for (const k of [...this.workers.entries()].map(([k]) => k)) if (!wm.has(k)) this.workers.replay(k, undefined);
+    }
     for (const r of devs) this.devices.replay(r.mac, r.data);
     for (const r of wks) this.workers.replay(r.worker_id, r.data);
     this.version = version;
