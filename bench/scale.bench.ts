@@ -10,6 +10,7 @@
  * filtered, the boot storm (every seat /devices/report then /boot-vars, wrk; the seats/s and the
  * time the whole fleet takes at that rate), and RSS after the storm. Separately, GET /operations
  * ?tail=100 and ?since=<middle> on an audit of 1,000,000 and 10,000,000 entries (median of 20).
+ * On files, also a day of boot history (bootHistory): start-up before and after the first prune.
  *
  * SCALE_SIZES, SCALE_ENGINES and SCALE_AUDIT narrow a run (e.g. SCALE_SIZES=1000,10000).
  * Goals (issue 27) are printed beside the figures they apply to.
@@ -126,11 +127,59 @@ async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluste
         }
       }
     }
+    if (engine === 'file') Object.assign(row, await bootHistory(n, env));
     if (engine === 'postgres') Object.assign(row, await twoControlPlanes(n, env));
     return row;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * A day of boot history on files: 1% of the fleet failing a boot every minute for 24 hours (a room
+ * whose disks are gone), written before the storm's events as the control plane writes them.
+ * Start-up and RSS with it; then the control plane's first prune (IPXE_CP_BOOT_EVENT_PRUNE_SECONDS=5
+ * here, 300 s in production) keeps what the boot timelines hold, and start-up and RSS again.
+ */
+async function bootHistory(n: number, env: Record<string, string>): Promise<Row> {
+  const file = path.join(env.IPXE_CP_STATE_DIR, 'boot-events.jsonl');
+  const after = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
+  const first = after.length ? (JSON.parse(after.subarray(0, after.indexOf(10)).toString()) as { at: number }).at : Date.now();
+  const fd = fs.openSync(file, 'w');
+  const seats = Math.max(1, n / 100);
+  let lines: string[] = [];
+  for (let m = 24 * 60; m > 0; m--) {
+    for (let i = 0; i < seats; i++) {
+      const at = first - m * 60_000 + i;
+      lines.push(JSON.stringify({ at, mac: macOf(i), stage: 'report', node: 'bench', worker: workerOf(i) }) + '\n');
+      lines.push(JSON.stringify({ at: at + 1, mac: macOf(i), stage: 'vars', node: 'bench', worker: workerOf(i), detail: { answer: 'reboot', reason: 'no disk' } }) + '\n');
+    }
+    if (lines.length > 10_000) fs.writeSync(fd, lines.join('')), (lines = []);
+  }
+  fs.writeSync(fd, lines.join(''));
+  const historyBytes = fs.fstatSync(fd).size;
+  fs.writeSync(fd, after);
+  fs.closeSync(fd);
+  const row: Row = { historyMb: fs.statSync(file).size / 1024 / 1024 };
+  const p = await startProcess(prod.script, { ...env, IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, `${url}/healthz`, prod.flags);
+  try {
+    row.historyStartMs = p.ms;
+    row.historyRssMb = rssMb(p.proc.pid!);
+    // The storm's events are minutes old: the prune keeps them all (its margin), and most of the day.
+    const deadline = Date.now() + 180_000;
+    while (fs.statSync(file).size > row.historyMb * 1024 * 1024 - historyBytes * 0.9) {
+      if (Date.now() > deadline) throw new Error('boot history: the first prune did not shrink boot-events.jsonl within 180 s');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await stop(p.proc);
+  }
+  row.prunedMb = fs.statSync(file).size / 1024 / 1024;
+  const q = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+  row.prunedStartMs = q.ms;
+  row.prunedRssMb = rssMb(q.proc.pid!);
+  await stop(q.proc);
+  return row;
 }
 
 /**
@@ -276,6 +325,12 @@ const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
   ['storm2SeatsPerS', 'storm through two PostgreSQL control planes: seats/s', 0],
   ['storm2FleetS', 'storm through two PostgreSQL control planes: the whole fleet (s)', 2, '< 8'],
   ['rssStormMb', 'RSS after the storm (MB)', 0, '< 500'],
+  ['historyMb', 'files: boot-events.jsonl with a day of 1% of the fleet looping (MB)', 1],
+  ['historyStartMs', 'files: start-up with that history (ms)', 0],
+  ['historyRssMb', 'files: RSS after start with that history (MB)', 0],
+  ['prunedMb', 'files: boot-events.jsonl after the first prune (MB)', 1],
+  ['prunedStartMs', 'files: start-up after the first prune (ms)', 0],
+  ['prunedRssMb', 'files: RSS after start after the first prune (MB)', 0],
 ];
 
 function printTable(title: string, sizes: number[], rows: Row[], metrics: typeof METRICS): void {

@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { Clock } from '../../src/control-plane/common/clock';
+import { BootEvent, BootEventRepository, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
 import { startApp, tempDir, TestApp } from '../helpers/app';
 import { until } from '../helpers/poll';
@@ -174,6 +175,27 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
   });
 
   // Last in this file: it stops the agent.
+  it("the store is pruned to what the timelines hold: by age, by each device's cut, and all but each device's latest release", async () => {
+    await start();
+    const repo = t.app.get(BootEventRepository);
+    const now = Date.now();
+    const macs = ['02:00:00:00:25:0a', '02:00:00:00:25:0b', '02:00:00:00:25:0c'];
+    // Another control plane's events (12,000: past the size under which a file is left alone), with releases between them.
+    const events = Array.from({ length: 12_000 }, (_, i): BootEvent =>
+      i % 1000 === 7
+        ? { at: now - 12_000_000 + i * 1000, mac: macs[i % 3], stage: 'release', node: 'elsewhere', detail: { by: `op-${i}` } }
+        : { at: now - 12_000_000 + i * 1000, mac: macs[i % 3], stage: i % 2 ? 'vars' : 'report', node: 'elsewhere', ...(i % 2 ? { detail: { answer: 'reboot' } } : { worker: 'seat-9' }) },
+    );
+    await repo.append(events);
+    const spec = { before: now - 11_000_000, cuts: new Map([[macs[0], { before: now - 6_000_000, keep: [now - 9_000_000, now - 8_500_000] as const }], [macs[1], { before: now - 2_000_000 }]]), held: 0 };
+    await repo.prune(spec);
+    const kept = keptByPrune(events, spec);
+    expect(kept.filter((e) => e.stage === 'release').map((e) => e.mac).sort()).toEqual([...macs].sort());
+    expect(kept.length).toBeLessThan(7000); // of the 11,000 the age alone keeps
+    expect(kept.filter((e) => e.mac === macs[0] && e.at < now - 6_000_000 && e.stage !== 'release')).toHaveLength(167);
+    expect(await repo.load(0)).toEqual(kept);
+  });
+
   it('the change feed (GET /changes) wakes a long-poll for ledger, audit, settings and boots, and when the agent dies; agents show their usage', async () => {
     t = await startApp({ IPXE_CP_DISK_WATCH_MS: '100', IPXE_CP_AGENT_PROBE_TIMEOUT_MS: '2000', IPXE_CP_AGENT_WATCH_MS: '200' });
     const first = (await t.req('GET', '/changes')).body;

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { BootEvent } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { BootEvent, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { BootTimeline, endedOutcome, outcomeOf } from '../../src/control-plane/boots/boot-timeline';
 import { BootSessionsService } from '../../src/control-plane/boots/boot-sessions.service';
 import { parseSessions } from '../../src/storage-agent/backends/stgt.backend';
@@ -186,6 +186,119 @@ describe('boot sessions service: loops', () => {
     svc.seen({ mac: MAC, stage: 'disk', worker: 'w1' });
     expect(svc.looping(MAC)).toBeNull();
     expect(svc.waitingForDisk()).toEqual([]);
+  });
+});
+
+describe('boot sessions service: pruning to what the timelines hold', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  const HEALTHY = '02:00:00:00:00:0a';
+  const HELD = '02:00:00:00:00:0b';
+  const RELEASED = '02:00:00:00:00:0c';
+  const LOOPER = '02:00:00:00:00:0d';
+  const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: 'hold', stuck_after_seconds: 300 } };
+  const audit = { record: () => Promise.resolve() };
+  const store = { onBootChange: () => undefined };
+  const service = (clock: { now: () => Date }, stored: BootEvent[], loaded: BootEvent[]) => {
+    const repo = { load: () => Promise.resolve(loaded), append: (b: BootEvent[]) => (stored.push(...b), Promise.resolve()), pull: () => Promise.resolve([]), prune: () => Promise.resolve() };
+    return new BootSessionsService(repo as never, settings as never, audit as never, clock as never, { nodeId: 'n1' } as never, store as never);
+  };
+  const view = (svc: BootSessionsService) => ({
+    sessions: svc.query({ limit: 1000 }).map((x) => ({ ...x, session: { ...x.session, counted: undefined } })),
+    looping: [HEALTHY, HELD, RELEASED, LOOPER].map((m) => [svc.looping(m), svc.held(m)]),
+  });
+
+  it('replaying what a prune keeps rebuilds the same sessions, loops and holds, from a fraction of the events', async () => {
+    let now = 10_000_000_000;
+    const clock = { now: () => new Date(now) };
+    const stored: BootEvent[] = [];
+    const svc = service(clock, stored, []);
+    await svc.onModuleInit();
+    const boot = (mac: string, answer: string) => {
+      svc.seen({ mac, stage: 'report', worker: 'w1' });
+      svc.seen({ mac, stage: 'vars', worker: 'w1', detail: answer === 'disk' ? { answer, disk: 'iqn.x:w1.u', agent: 'a' } : { answer, reason: 'r' } });
+      if (answer === 'disk') svc.seen({ mac, stage: 'disk', worker: 'w1', detail: { target: 'iqn.x:w1.u', agent: 'a', initiator: 'i' } });
+    };
+    // A healthy seat booting every minute; a seat that loops, is held, and is then rebooted by hand
+    // every 2 minutes (its held boots push the boots that tipped it out of its timeline); a seat
+    // released twice that goes on failing, but slower than the loop window; a seat that fails a
+    // boot every 30 s all along (a disk gone: it keeps looping, its answer is not the hold).
+    for (let i = 0; i < 25; i++) {
+      now += 30_000;
+      boot(LOOPER, 'reboot');
+      now += 30_000;
+      boot(LOOPER, 'reboot');
+      boot(HEALTHY, 'disk');
+      if (i < 3) boot(RELEASED, 'reboot');
+      if (i === 3) await svc.release(RELEASED, 'op');
+    }
+    for (let i = 0; i < 3; i++) {
+      now += 30_000;
+      boot(HELD, 'reboot');
+      boot(RELEASED, 'reboot');
+      boot(RELEASED, 'reboot');
+    }
+    expect(svc.held(HELD)).toBe(true);
+    expect(await svc.release(RELEASED, 'op')).toBe(true);
+    for (let i = 0; i < 15; i++) {
+      now += 2 * 60_000;
+      boot(LOOPER, 'reboot');
+      boot(HELD, 'held');
+      if (i % 6 === 0) boot(RELEASED, 'reboot');
+    }
+    now += 11 * 60_000;
+    boot(RELEASED, 'reboot');
+    await svc.flush();
+    expect(svc.held(HELD)).toBe(true);
+    expect(svc.looping(LOOPER)).not.toBeNull();
+
+    const kept = keptByPrune(stored, svc.pruneSpec(now));
+    expect(kept.length).toBeLessThan(stored.length * 0.75);
+    expect(kept.filter((e) => e.stage === 'release')).toHaveLength(1);
+    // The looper's 65 boots: its loop window before the detection and its last 10 boots, with margins.
+    expect(stored.filter((e) => e.mac === LOOPER)).toHaveLength(130);
+    expect(kept.filter((e) => e.mac === LOOPER).length).toBeLessThan(70);
+    // What the timelines hold, plus at most the margin's worth of a device's earlier boots.
+    const held = svc.pruneSpec(now).held;
+    expect(kept.length).toBeGreaterThanOrEqual(held);
+
+    const full = service(clock, [], stored);
+    await full.onModuleInit();
+    const pruned = service(clock, [], kept);
+    await pruned.onModuleInit();
+    expect(view(pruned)).toEqual(view(full));
+    expect(view(pruned)).toEqual(view(svc));
+    expect(pruned.held(HELD)).toBe(true);
+    await Promise.all([svc, full, pruned].map((x) => x.onApplicationShutdown()));
+  });
+
+  it('prunes 5 minutes after start, then every IPXE_CP_BOOT_EVENT_PRUNE_SECONDS, with the timelines of that moment', async () => {
+    let now = 10_000_000_000;
+    const prunes: { at: number; before: number; macs: string[] }[] = [];
+    const repo = {
+      load: () => Promise.resolve([ev(now - 1000, 'report')]),
+      append: () => Promise.resolve(),
+      pull: () => Promise.resolve([]),
+      prune: (p: { before: number; cuts: Map<string, unknown> }) => (prunes.push({ at: now, before: p.before, macs: [...p.cuts.keys()] }), Promise.resolve()),
+    };
+    const svc = new BootSessionsService(repo as never, settings as never, audit as never, { now: () => new Date(now) } as never, { nodeId: 'n1', bootEventPruneSeconds: 3600 } as never, store as never);
+    await svc.onModuleInit();
+    const t0 = now;
+    for (const at of [299_000, 300_000, 301_000, 3_899_000, 3_900_000]) {
+      now = t0 + at;
+      await svc.flush();
+    }
+    expect(prunes).toEqual([300_000, 3_900_000].map((at) => ({ at: t0 + at, before: t0 + at - 7 * 86_400_000, macs: [MAC] })));
+    await svc.onApplicationShutdown();
+  });
+
+  it('nothing within five minutes of now goes, however old the timelines say it is (other control planes may still be sending it)', async () => {
+    const now = 10_000_000_000;
+    const svc = service({ now: () => new Date(now) }, [], [ev(now - 60_000, 'vars', { answer: 'reboot' }), ev(now - 400_000, 'vars', { answer: 'reboot' })]);
+    await svc.onModuleInit();
+    const spec = svc.pruneSpec(now);
+    expect(spec.cuts.get(MAC)).toEqual({ before: now - 300_000 });
+    expect(keptByPrune([ev(now - 60_000, 'vars'), ev(now - 400_000, 'vars'), ev(now - 8 * 86_400_000, 'release')], spec)).toEqual([ev(now - 60_000, 'vars')]);
+    await svc.onApplicationShutdown();
   });
 });
 

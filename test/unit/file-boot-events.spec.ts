@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AppConfig } from '../../src/control-plane/config/app-config';
-import type { BootEvent } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { BootEvent, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { FileBootEventRepository } from '../../src/control-plane/repositories/boot-events/file-boot-event.repository';
 import { FileSystem } from '../../src/shared/files/file-system';
 import { tempDir } from '../helpers/app';
@@ -33,6 +33,23 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
     fs.writeFileSync(file, text + JSON.stringify(events[0]).slice(0, 20));
     expect(await repo().load(0)).toEqual(events);
     expect(fs.readFileSync(file, 'utf8')).toBe(text);
+  });
+
+  it('a prune rewrites the file only once it holds more than twice what the timelines hold, or an event past the retention', async () => {
+    fs.writeFileSync(file, text);
+    const r = repo();
+    await r.load(0);
+    // Every device of the first 10,000 events loses what came before 1,005,000: 5,000 events.
+    const cuts = new Map(events.slice(0, 10_000).map((e) => [e.mac, { before: 1_000_000 + 5_000 }]));
+    await r.prune({ before: 0, cuts, held: 15_000 });
+    expect(fs.readFileSync(file, 'utf8')).toBe(text);
+    await r.prune({ before: 0, cuts, held: 14_999 });
+    const kept = keptByPrune(events, { before: 0, cuts, held: 0 });
+    expect(kept).toHaveLength(25_000);
+    expect(await repo().load(0)).toEqual(kept);
+    // Past the retention: rewritten whatever the timelines hold.
+    await r.prune({ before: 1_000_000 + 29_000, cuts: new Map(), held: 1_000_000 });
+    expect(await repo().load(0)).toEqual(kept.filter((e) => e.at >= 1_000_000 + 29_000));
   });
 
   it('a missing file is no events', async () => {

@@ -3,7 +3,7 @@ import { AuditService } from '../audit/audit.service';
 import { Clock } from '../common/clock';
 import { EventBudget, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
 import { AppConfig } from '../config/app-config';
-import { BootEvent, BootEventRepository, BootStage } from '../repositories/boot-events/boot-event.repository';
+import { BootEvent, BootEventPrune, BootEventRepository, BootStage, DeviceCut } from '../repositories/boot-events/boot-event.repository';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { SettingsService } from '../settings/settings.service';
 import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppedAt } from './boot-timeline';
@@ -12,6 +12,14 @@ import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppe
 export const SESSIONS_PER_DEVICE = 10;
 /** Events older than this are pruned from the store and not loaded at start. */
 export const BOOT_EVENT_RETENTION_MS = 7 * 24 * 3600_000;
+/** The first prune after start comes within this (IPXE_CP_BOOT_EVENT_PRUNE_SECONDS sets the period): a restart after a loop does not wait an hour. */
+const FIRST_PRUNE_AFTER_MS = 5 * 60_000;
+/**
+ * A prune never drops an event within this of now or of the start of a boot the timelines hold:
+ * another control plane's events may still be on their way (pull), clocks of control planes
+ * differ, and a boot's start may sit a millisecond after its report (BootTimeline.begin).
+ */
+const PRUNE_MARGIN_MS = 5 * 60_000;
 /** How often local events are written and the other control planes' read. */
 const FLUSH_MS = 500;
 /** Events waiting to be written at most: past it the oldest are dropped (a store outage must not grow memory). */
@@ -93,7 +101,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     });
     const now = this.clock.now().getTime();
     for (const e of await this.repo.load(now - BOOT_EVENT_RETENTION_MS)) this.apply(e, false);
-    this.lastPrune = now;
+    this.lastPrune = now - this.pruneEveryMs() + Math.min(FIRST_PRUNE_AFTER_MS, this.pruneEveryMs());
     this.timer = setInterval(() => void this.flush(), FLUSH_MS);
     this.timer.unref();
   }
@@ -218,6 +226,10 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     return [...this.loopers].sort();
   }
 
+  private pruneEveryMs(): number {
+    return this.config.bootEventPruneSeconds * 1000;
+  }
+
   private stuckMs(): number {
     return this.settings.bootPolicy.stuck_after_seconds * 1000;
   }
@@ -296,7 +308,28 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     for (const fn of this.holdListeners) fn(mac);
   }
 
-  /** Writes the pending events, reads the other control planes', prunes once an hour. */
+  /**
+   * What a prune may drop: per device, the events before the oldest boot its timeline holds; a
+   * looping device also keeps the loop window before its detection, so a replay marks it looping
+   * again, since the same time, even when the boots that tipped it have left the timeline (a room
+   * looping all day, a held seat rebooted by hand). Replaying what is kept rebuilds the same
+   * timelines (boot-timeline.spec).
+   */
+  pruneSpec(now: number): BootEventPrune {
+    const windowMs = this.settings.bootPolicy.loop_window_minutes * 60_000;
+    const cuts = new Map<string, DeviceCut>();
+    let held = 0;
+    for (const t of this.timelines.values()) {
+      const before = Math.min(now, t.sessions.length ? t.sessions[0].started : now) - PRUNE_MARGIN_MS;
+      const since = t.looping?.since;
+      cuts.set(t.mac, since !== undefined && since - windowMs - PRUNE_MARGIN_MS < before ? { before, keep: [since - windowMs - PRUNE_MARGIN_MS, since + PRUNE_MARGIN_MS] } : { before });
+      for (const s of t.sessions) held += s.stages.length;
+      if (t.releasedAt) held++;
+    }
+    return { before: now - BOOT_EVENT_RETENTION_MS, cuts, held };
+  }
+
+  /** Writes the pending events, reads the other control planes', prunes every IPXE_CP_BOOT_EVENT_PRUNE_SECONDS. */
   flush(): Promise<void> {
     if (this.flushing) return this.flushing;
     this.flushing = this.doFlush().finally(() => (this.flushing = null));
@@ -322,9 +355,9 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     try {
       for (const e of await this.repo.pull()) changed = this.apply(e, false) || changed;
       const now = this.clock.now().getTime();
-      if (now - this.lastPrune > 3600_000) {
+      if (now - this.lastPrune >= this.pruneEveryMs()) {
         this.lastPrune = now;
-        await this.repo.prune(now - BOOT_EVENT_RETENTION_MS);
+        await this.repo.prune(this.pruneSpec(now));
       }
     } catch (e) {
       this.log.warn(`boot events of other control planes not read: ${(e as Error).message}`);

@@ -91,6 +91,11 @@ export class AppConfig {
   /** How often the agents of boots waiting for their disk login are asked who is logged in (IPXE_CP_DISK_WATCH_MS). */
   diskWatchMs!: number;
   /**
+   * How often the boot-event store is pruned to what the boot timelines hold and to the 7-day
+   * retention (IPXE_CP_BOOT_EVENT_PRUNE_SECONDS, 3600); the first prune comes after at most 300 s.
+   */
+  bootEventPruneSeconds!: number;
+  /**
    * How long a boot waits for its reset-mode disks to be restored before /boot-vars answers
    * (IPXE_CP_DISK_RESET_TIMEOUT_MS): a disk still held by a session is retried until then, and a
    * reset not done by then refuses the boot (never a disk that was not restored).
@@ -214,6 +219,7 @@ export function loadConfig(env: Env, cwd = process.cwd()): AppConfig {
   c.agentTimeoutMs = int(env, 'IPXE_CP_AGENT_TIMEOUT_MS', 300_000, 100, 3_600_000);
   c.agentProbeTimeoutMs = int(env, 'IPXE_CP_AGENT_PROBE_TIMEOUT_MS', 2000, 50, 60_000);
   c.diskWatchMs = int(env, 'IPXE_CP_DISK_WATCH_MS', 2000, 100, 60_000);
+  c.bootEventPruneSeconds = int(env, 'IPXE_CP_BOOT_EVENT_PRUNE_SECONDS', 3600, 5, 86_400);
   c.diskResetTimeoutMs = int(env, 'IPXE_CP_DISK_RESET_TIMEOUT_MS', 15_000, 500, 120_000);
   c.agentWatchMs = int(env, 'IPXE_CP_AGENT_WATCH_MS', 10_000, 0, 3_600_000);
   if (c.agentWatchMs > 0 && c.agentWatchMs < 200) throw new ConfigError(`IPXE_CP_AGENT_WATCH_MS must be 0 (off) or at least 200, got ${c.agentWatchMs}`);

@@ -20,9 +20,65 @@ export interface BootEvent {
   detail?: Record<string, string>;
 }
 
+/** What a prune keeps of one device (besides its latest release, always kept). */
+export interface DeviceCut {
+  /** Its events before this time (ms) go... */
+  before: number;
+  /** ...except those within this range (ms, inclusive): the boots that made it looping. */
+  keep?: readonly [number, number];
+}
+
+/**
+ * What a prune drops: events past the retention, and per device the events of boots its timeline
+ * no longer holds, so the store (and the replay at start) stays bounded by what memory holds, not
+ * by how often devices boot (a room in a boot loop writes thousands of events per seat a day).
+ */
+export interface BootEventPrune {
+  /** Events before this (ms) go, whatever their device. */
+  before: number;
+  /** Per device. Devices not here keep their events. */
+  cuts: ReadonlyMap<string, DeviceCut>;
+  /** Events the timelines in memory hold: a file is rewritten only once it holds more than twice this. */
+  held: number;
+}
+
+/**
+ * The events a prune keeps, in their order (the rule every engine applies), fed one at a time so a
+ * file is pruned without holding what it drops: a release is kept until a later one of its device.
+ */
+export class PruneFilter {
+  private readonly kept: (BootEvent | null)[] = [];
+  private readonly lastRelease = new Map<string, number>();
+
+  constructor(private readonly p: BootEventPrune) {}
+
+  push(e: BootEvent): void {
+    if (e.at < this.p.before) return;
+    if (e.stage === 'release') {
+      const was = this.lastRelease.get(e.mac);
+      if (was !== undefined) this.kept[was] = null;
+      this.lastRelease.set(e.mac, this.kept.length);
+      this.kept.push(e);
+      return;
+    }
+    const c = this.p.cuts.get(e.mac);
+    if (!c || e.at >= c.before || (c.keep && e.at >= c.keep[0] && e.at <= c.keep[1])) this.kept.push(e);
+  }
+
+  result(): BootEvent[] {
+    return this.kept.filter((e): e is BootEvent => e !== null);
+  }
+}
+
+export function keptByPrune(events: readonly BootEvent[], p: BootEventPrune): BootEvent[] {
+  const f = new PruneFilter(p);
+  for (const e of events) f.push(e);
+  return f.result();
+}
+
 /**
  * Where boot events are kept: appended in batches, read back in one order on every control plane,
- * pruned by age. The engine is chosen once by RepositoriesModule.
+ * pruned by age and by what the timelines hold. The engine is chosen once by RepositoriesModule.
  */
 export abstract class BootEventRepository {
   /** Events at or after `since` (ms), oldest first; the cursor of pull() starts after them. */
@@ -34,6 +90,6 @@ export abstract class BootEventRepository {
   /** Events another control plane appended since the last load or pull (never this one's own). */
   abstract pull(): Promise<BootEvent[]>;
 
-  /** Drops events before `before` (ms); `keep` events per device are at most what a load returns. */
-  abstract prune(before: number): Promise<void>;
+  /** Drops what keptByPrune would not keep (a file may skip it while it is small). */
+  abstract prune(p: BootEventPrune): Promise<void>;
 }

@@ -3,13 +3,13 @@ import * as path from 'node:path';
 import { FileSystem } from '../../../shared/files/file-system';
 import { LineSplitter } from '../../../shared/files/line-splitter';
 import { AppConfig } from '../../config/app-config';
-import { BootEvent, BootEventRepository } from './boot-event.repository';
+import { BootEvent, BootEventPrune, BootEventRepository, PruneFilter } from './boot-event.repository';
 
 /**
  * Files (one control plane per state directory): state/boot-events.jsonl, one event per line,
  * each batch appended (without fdatasync: see append). Pruning rewrites the file atomically with the events it
- * keeps, and only once the file holds twice what is kept, so the cost stays proportional to the
- * events written. A torn last line (a crash mid-append) is skipped on load.
+ * keeps, and only once the file holds twice what the timelines hold, so the cost stays proportional
+ * to the events written. A torn last line (a crash mid-append) is skipped on load.
  */
 @Injectable()
 export class FileBootEventRepository extends BootEventRepository {
@@ -31,8 +31,7 @@ export class FileBootEventRepository extends BootEventRepository {
    * Read in chunks and parsed line by line: after a day of boots at 100,000 seats the file is tens
    * of MB, and one Buffer and one string of it cost more than the parse.
    */
-  private async read(): Promise<{ events: BootEvent[]; torn: boolean; lines: number }> {
-    const events: BootEvent[] = [];
+  private async read(take: (e: BootEvent) => void): Promise<{ torn: boolean; lines: number }> {
     let lines = 0;
     let lastByte = -1;
     const splitter = new LineSplitter((line) => {
@@ -40,7 +39,7 @@ export class FileBootEventRepository extends BootEventRepository {
       lines++;
       try {
         const e = JSON.parse(line) as BootEvent;
-        if (typeof e.at === 'number' && typeof e.mac === 'string' && typeof e.stage === 'string') events.push(e);
+        if (typeof e.at === 'number' && typeof e.mac === 'string' && typeof e.stage === 'string') take(e);
       } catch {
         // the torn line
       }
@@ -50,7 +49,7 @@ export class FileBootEventRepository extends BootEventRepository {
       splitter.push(chunk);
     });
     splitter.end();
-    return { events, torn: lastByte !== -1 && lastByte !== 10, lines };
+    return { torn: lastByte !== -1 && lastByte !== 10, lines };
   }
 
   private async rewrite(events: BootEvent[]): Promise<void> {
@@ -60,10 +59,14 @@ export class FileBootEventRepository extends BootEventRepository {
   }
 
   async load(since: number): Promise<BootEvent[]> {
-    const { events, torn, lines } = await this.read();
+    const kept: BootEvent[] = [];
+    let oldest = Infinity;
+    const { torn, lines } = await this.read((e) => {
+      if (oldest === Infinity) oldest = e.at;
+      if (e.at >= since) kept.push(e);
+    });
     this.lines = lines;
-    this.oldest = events.length ? events[0].at : Infinity;
-    const kept = events.filter((e) => e.at >= since);
+    this.oldest = oldest;
     if (torn) await this.rewrite(kept);
     return kept;
   }
@@ -81,10 +84,14 @@ export class FileBootEventRepository extends BootEventRepository {
     return Promise.resolve([]);
   }
 
-  /** Rewrites the file without the events before `before`, once there are any and the file holds more than 10,000 lines. */
-  async prune(before: number): Promise<void> {
-    if (this.oldest >= before || this.lines < 10_000) return;
-    const { events } = await this.read();
-    await this.rewrite(events.filter((e) => e.at >= before));
+  /**
+   * Rewrites the file with what keptByPrune keeps, once it holds more than 10,000 lines and either
+   * an event past the retention or more than twice the events the timelines hold.
+   */
+  async prune(p: BootEventPrune): Promise<void> {
+    if (this.lines < 10_000 || (this.oldest >= p.before && this.lines <= 2 * p.held)) return;
+    const f = new PruneFilter(p);
+    await this.read((e) => f.push(e));
+    await this.rewrite(f.result());
   }
 }

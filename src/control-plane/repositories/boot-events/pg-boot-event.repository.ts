@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AppConfig } from '../../config/app-config';
 import { Database, LOCK } from '../pg/database';
-import { BootEvent, BootEventRepository } from './boot-event.repository';
+import { BootEvent, BootEventPrune, BootEventRepository } from './boot-event.repository';
 
 interface Row {
   id: string;
@@ -56,8 +56,22 @@ export class PgBootEventRepository extends BootEventRepository {
     return r.rows.filter((x) => x.node !== this.config.nodeId).map(toEvent);
   }
 
-  async prune(before: number): Promise<void> {
-    await this.db.query('DELETE FROM boot_events WHERE at < $1', [new Date(before)]);
+  /** keptByPrune in three statements: by age, by each device's cut (one array pair), and releases but each device's latest. */
+  async prune(p: BootEventPrune): Promise<void> {
+    await this.db.query('DELETE FROM boot_events WHERE at < $1', [new Date(p.before)]);
+    if (p.cuts.size) {
+      const cuts = [...p.cuts.values()];
+      await this.db.query(
+        `DELETE FROM boot_events e USING unnest($1::text[], $2::float8[], $3::float8[], $4::float8[]) AS c(mac, cut, kf, kt)
+         WHERE e.mac = c.mac AND e.stage <> 'release' AND e.at < to_timestamp(c.cut / 1000.0)
+           AND NOT (c.kf IS NOT NULL AND e.at >= to_timestamp(c.kf / 1000.0) AND e.at <= to_timestamp(c.kt / 1000.0))`,
+        [[...p.cuts.keys()], cuts.map((c) => c.before), cuts.map((c) => c.keep?.[0] ?? null), cuts.map((c) => c.keep?.[1] ?? null)],
+      );
+    }
+    await this.db.query(
+      `DELETE FROM boot_events WHERE id IN (
+         SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY mac ORDER BY id DESC) AS n FROM boot_events WHERE stage = 'release') r WHERE n > 1)`,
+    );
   }
 }
 
