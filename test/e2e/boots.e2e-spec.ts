@@ -2,6 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { Clock } from '../../src/control-plane/common/clock';
 import { BootEvent, BootEventRepository, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
 import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
 import { startApp, tempDir, TestApp } from '../helpers/app';
 import { until } from '../helpers/poll';
@@ -187,6 +188,8 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
         : { at: now - 12_000_000 + i * 1000, mac: macs[i % 3], stage: i % 2 ? 'vars' : 'report', node: 'elsewhere', ...(i % 2 ? { detail: { answer: 'reboot' } } : { worker: 'seat-9' }) },
     );
     await repo.append(events);
+    // PostgreSQL deletes in batches: small ones here, so the test sees several.
+    if (repo instanceof PgBootEventRepository) repo.pruneBatch = 700;
     const spec = { before: now - 11_000_000, cuts: new Map([[macs[0], { before: now - 6_000_000, keep: [now - 9_000_000, now - 8_500_000] as const }], [macs[1], { before: now - 2_000_000 }]]), held: 0 };
     await repo.prune(spec);
     const kept = keptByPrune(events, spec);

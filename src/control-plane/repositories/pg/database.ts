@@ -89,7 +89,7 @@ export class Database implements OnApplicationShutdown {
     });
   }
 
-  async query<R extends object = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<{ rows: R[] }> {
+  async query<R extends object = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<{ rows: R[]; rowCount: number | null }> {
     try {
       return await this.pool!.query<R>(text, params);
     } catch (e) {
