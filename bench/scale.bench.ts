@@ -10,7 +10,7 @@
  * filtered, the boot storm (every seat /devices/report then /boot-vars, wrk; the seats/s and the
  * time the whole fleet takes at that rate), and RSS after the storm. Separately, GET /operations
  * ?tail=100 and ?since=<middle> on an audit of 1,000,000 and 10,000,000 entries (median of 20).
- * On files, also a day of boot history (bootHistory): start-up before and after the first prune.
+ * Also a day of boot history (bootHistory): start-up before and after the first prune.
  *
  * SCALE_SIZES, SCALE_ENGINES and SCALE_AUDIT narrow a run (e.g. SCALE_SIZES=1000,10000).
  * Goals (issue 27) are printed beside the figures they apply to.
@@ -127,7 +127,7 @@ async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluste
         }
       }
     }
-    if (engine === 'file') Object.assign(row, await bootHistory(n, env));
+    Object.assign(row, await bootHistory(engine, n, env));
     if (engine === 'postgres') Object.assign(row, await twoControlPlanes(n, env));
     return row;
   } finally {
@@ -136,45 +136,72 @@ async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluste
 }
 
 /**
- * A day of boot history on files: 1% of the fleet failing a boot every minute for 24 hours (a room
- * whose disks are gone), written before the storm's events as the control plane writes them.
+ * A day of boot history: 1% of the fleet failing a boot every minute for 24 hours (a room whose
+ * disks are gone), stored before the storm's events as the control plane stores them (files:
+ * boot-events.jsonl lines; PostgreSQL: boot_events rows, the storm's re-inserted after them).
  * Start-up and RSS with it; then the control plane's first prune (IPXE_CP_BOOT_EVENT_PRUNE_SECONDS=5
  * here, 300 s in production) keeps what the boot timelines hold, and start-up and RSS again.
  */
-async function bootHistory(n: number, env: Record<string, string>): Promise<Row> {
-  const file = path.join(env.IPXE_CP_STATE_DIR, 'boot-events.jsonl');
-  const after = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
-  const first = after.length ? (JSON.parse(after.subarray(0, after.indexOf(10)).toString()) as { at: number }).at : Date.now();
-  const fd = fs.openSync(file, 'w');
+async function bootHistory(engine: 'file' | 'postgres', n: number, env: Record<string, string>): Promise<Row> {
   const seats = Math.max(1, n / 100);
-  let lines: string[] = [];
-  for (let m = 24 * 60; m > 0; m--) {
-    for (let i = 0; i < seats; i++) {
-      const at = first - m * 60_000 + i;
-      lines.push(JSON.stringify({ at, mac: macOf(i), stage: 'report', node: 'bench', worker: workerOf(i) }) + '\n');
-      lines.push(JSON.stringify({ at: at + 1, mac: macOf(i), stage: 'vars', node: 'bench', worker: workerOf(i), detail: { answer: 'reboot', reason: 'no disk' } }) + '\n');
+  const historyEvents = seats * 24 * 60 * 2;
+  let count: () => number;
+  if (engine === 'file') {
+    const file = path.join(env.IPXE_CP_STATE_DIR, 'boot-events.jsonl');
+    const after = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
+    const first = after.length ? (JSON.parse(after.subarray(0, after.indexOf(10)).toString()) as { at: number }).at : Date.now();
+    const fd = fs.openSync(file, 'w');
+    let lines: string[] = [];
+    for (let m = 24 * 60; m > 0; m--) {
+      for (let i = 0; i < seats; i++) {
+        const at = first - m * 60_000 + i;
+        lines.push(JSON.stringify({ at, mac: macOf(i), stage: 'report', node: 'bench', worker: workerOf(i) }) + '\n');
+        lines.push(JSON.stringify({ at: at + 1, mac: macOf(i), stage: 'vars', node: 'bench', worker: workerOf(i), detail: { answer: 'reboot', reason: 'no disk' } }) + '\n');
+      }
+      if (lines.length > 10_000) fs.writeSync(fd, lines.join('')), (lines = []);
     }
-    if (lines.length > 10_000) fs.writeSync(fd, lines.join('')), (lines = []);
+    fs.writeSync(fd, lines.join(''));
+    fs.writeSync(fd, after);
+    fs.closeSync(fd);
+    count = () => {
+      const b = fs.readFileSync(file);
+      let k = 0;
+      for (let i = b.indexOf(10); i !== -1; i = b.indexOf(10, i + 1)) k++;
+      return k;
+    };
+  } else {
+    const psql = (sql: string) => execFileSync('psql', ['-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', env.IPXE_CP_DATABASE_URL, '-c', sql], { encoding: 'utf8' }).trim();
+    const hex = (shift: number) => `lpad(to_hex((s >> ${shift}) & 255), 2, '0')`;
+    psql(`BEGIN;
+      CREATE TEMP TABLE storm AS SELECT * FROM boot_events;
+      DELETE FROM boot_events;
+      INSERT INTO boot_events (at, mac, stage, node, worker, detail)
+        SELECT to_timestamp((first - m * 60000 + s + k) / 1000.0), '02:00:' || ${hex(24)} || ':' || ${hex(16)} || ':' || ${hex(8)} || ':' || ${hex(0)},
+               CASE k WHEN 0 THEN 'report' ELSE 'vars' END, 'bench', 'seat-' || lpad(s::text, 5, '0'), CASE k WHEN 1 THEN '{"answer":"reboot","reason":"no disk"}'::jsonb END
+        FROM (SELECT coalesce(extract(epoch FROM min(at)) * 1000, extract(epoch FROM now()) * 1000)::bigint AS first FROM storm) f,
+             generate_series(1440, 1, -1) m, generate_series(0, ${seats - 1}) s, generate_series(0, 1) k
+        ORDER BY m DESC, s, k;
+      INSERT INTO boot_events (at, mac, stage, node, worker, detail) SELECT at, mac, stage, node, worker, detail FROM storm ORDER BY id;
+      COMMIT;
+      ANALYZE boot_events;`);
+    count = () => Number(psql('SELECT count(*) FROM boot_events'));
   }
-  fs.writeSync(fd, lines.join(''));
-  const historyBytes = fs.fstatSync(fd).size;
-  fs.writeSync(fd, after);
-  fs.closeSync(fd);
-  const row: Row = { historyMb: fs.statSync(file).size / 1024 / 1024 };
+  const total = count();
+  const row: Row = { historyEvents: total / 1000 };
   const p = await startProcess(prod.script, { ...env, IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, `${url}/healthz`, prod.flags);
   try {
     row.historyStartMs = p.ms;
     row.historyRssMb = rssMb(p.proc.pid!);
-    // The storm's events are minutes old: the prune keeps them all (its margin), and most of the day.
+    // The storm's events are minutes old: the prune keeps them all (its margin), and most of the day goes.
     const deadline = Date.now() + 180_000;
-    while (fs.statSync(file).size > row.historyMb * 1024 * 1024 - historyBytes * 0.9) {
-      if (Date.now() > deadline) throw new Error('boot history: the first prune did not shrink boot-events.jsonl within 180 s');
-      await new Promise((r) => setTimeout(r, 200));
+    while (count() > total - historyEvents * 0.9) {
+      if (Date.now() > deadline) throw new Error('boot history: the first prune did not drop the day within 180 s');
+      await new Promise((r) => setTimeout(r, 500));
     }
   } finally {
     await stop(p.proc);
   }
-  row.prunedMb = fs.statSync(file).size / 1024 / 1024;
+  row.prunedEvents = count() / 1000;
   const q = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
   row.prunedStartMs = q.ms;
   row.prunedRssMb = rssMb(q.proc.pid!);
@@ -325,12 +352,12 @@ const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
   ['storm2SeatsPerS', 'storm through two PostgreSQL control planes: seats/s', 0],
   ['storm2FleetS', 'storm through two PostgreSQL control planes: the whole fleet (s)', 2, '< 8'],
   ['rssStormMb', 'RSS after the storm (MB)', 0, '< 500'],
-  ['historyMb', 'files: boot-events.jsonl with a day of 1% of the fleet looping (MB)', 1],
-  ['historyStartMs', 'files: start-up with that history (ms)', 0],
-  ['historyRssMb', 'files: RSS after start with that history (MB)', 0],
-  ['prunedMb', 'files: boot-events.jsonl after the first prune (MB)', 1],
-  ['prunedStartMs', 'files: start-up after the first prune (ms)', 0],
-  ['prunedRssMb', 'files: RSS after start after the first prune (MB)', 0],
+  ['historyEvents', 'boot events stored with a day of 1% of the fleet looping (thousands)', 0],
+  ['historyStartMs', 'start-up with that history (ms)', 0],
+  ['historyRssMb', 'RSS after start with that history (MB)', 0],
+  ['prunedEvents', 'boot events after the first prune (thousands)', 0],
+  ['prunedStartMs', 'start-up after the first prune (ms)', 0],
+  ['prunedRssMb', 'RSS after start after the first prune (MB)', 0],
 ];
 
 function printTable(title: string, sizes: number[], rows: Row[], metrics: typeof METRICS): void {
