@@ -176,7 +176,7 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
   });
 
   // Last in this file: it stops the agent.
-  it("the store is pruned to what the timelines hold: by age, by each device's cut, and all but each device's latest release", async () => {
+  it("the store is pruned to what the timelines hold (by age, by each device's cut, all but each device's latest release) and read back whole, in pages", async () => {
     await start();
     const repo = t.app.get(BootEventRepository);
     const now = Date.now();
@@ -188,15 +188,17 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
         : { at: now - 12_000_000 + i * 1000, mac: macs[i % 3], stage: i % 2 ? 'vars' : 'report', node: 'elsewhere', ...(i % 2 ? { detail: { answer: 'reboot' } } : { worker: 'seat-9' }) },
     );
     await repo.append(events);
-    // PostgreSQL deletes in batches: small ones here, so the test sees several.
-    if (repo instanceof PgBootEventRepository) repo.pruneBatch = 700;
+    // PostgreSQL reads in pages and deletes in batches: small ones here, so the test sees several.
+    if (repo instanceof PgBootEventRepository) Object.assign(repo, { pruneBatch: 700, loadPage: 1000 });
     const spec = { before: now - 11_000_000, cuts: new Map([[macs[0], { before: now - 6_000_000, keep: [now - 9_000_000, now - 8_500_000] as const }], [macs[1], { before: now - 2_000_000 }]]), held: 0 };
     await repo.prune(spec);
     const kept = keptByPrune(events, spec);
     expect(kept.filter((e) => e.stage === 'release').map((e) => e.mac).sort()).toEqual([...macs].sort());
     expect(kept.length).toBeLessThan(7000); // of the 11,000 the age alone keeps
     expect(kept.filter((e) => e.mac === macs[0] && e.at < now - 6_000_000 && e.stage !== 'release')).toHaveLength(167);
-    expect(await repo.load(0)).toEqual(kept);
+    const loaded: BootEvent[] = [];
+    await repo.load(0, (e) => loaded.push(e));
+    expect(loaded).toEqual(kept);
   });
 
   it('the change feed (GET /changes) wakes a long-poll for ledger, audit, settings and boots, and when the agent dies; agents show their usage', async () => {

@@ -199,7 +199,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
   const audit = { record: () => Promise.resolve() };
   const store = { onBootChange: () => undefined };
   const service = (clock: { now: () => Date }, stored: BootEvent[], loaded: BootEvent[]) => {
-    const repo = { load: () => Promise.resolve(loaded), append: (b: BootEvent[]) => (stored.push(...b), Promise.resolve()), pull: () => Promise.resolve([]), prune: () => Promise.resolve() };
+    const repo = { load: (_since: number, apply: (e: BootEvent) => void) => (loaded.forEach(apply), Promise.resolve()), append: (b: BootEvent[]) => (stored.push(...b), Promise.resolve()), pull: () => Promise.resolve([]), prune: () => Promise.resolve() };
     return new BootSessionsService(repo as never, settings as never, audit as never, clock as never, { nodeId: 'n1' } as never, store as never);
   };
   const view = (svc: BootSessionsService) => ({
@@ -275,7 +275,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
     let now = 10_000_000_000;
     const prunes: { at: number; before: number; macs: string[] }[] = [];
     const repo = {
-      load: () => Promise.resolve([ev(now - 1000, 'report')]),
+      load: (_since: number, apply: (e: BootEvent) => void) => (apply(ev(now - 1000, 'report')), Promise.resolve()),
       append: () => Promise.resolve(),
       pull: () => Promise.resolve([]),
       prune: (p: { before: number; cuts: Map<string, unknown> }) => (prunes.push({ at: now, before: p.before, macs: [...p.cuts.keys()] }), Promise.resolve()),

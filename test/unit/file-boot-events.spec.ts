@@ -11,6 +11,11 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
   const file = path.join(dir, 'boot-events.jsonl');
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
   const repo = () => new FileBootEventRepository({ stateDir: dir } as AppConfig, new FileSystem());
+  const loaded = async (r: FileBootEventRepository, since: number) => {
+    const out: BootEvent[] = [];
+    await r.load(since, (e) => out.push(e));
+    return out;
+  };
   // ~3 MB: lines cut by the 1 MiB chunks.
   const events: BootEvent[] = Array.from({ length: 30_000 }, (_, i) => ({
     at: 1_000_000 + i,
@@ -24,21 +29,21 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
   it('loads every event since the cut, in order, and leaves a whole file alone', async () => {
     fs.writeFileSync(file, text);
     expect(fs.statSync(file).size).toBeGreaterThan(2 * 1024 * 1024);
-    expect(await repo().load(0)).toEqual(events);
-    expect(await repo().load(1_000_000 + 20_000)).toEqual(events.slice(20_000));
+    expect(await loaded(repo(), 0)).toEqual(events);
+    expect(await loaded(repo(), 1_000_000 + 20_000)).toEqual(events.slice(20_000));
     expect(fs.readFileSync(file, 'utf8')).toBe(text);
   });
 
   it('a torn last line (a crash mid-append) is skipped and cut off the file', async () => {
     fs.writeFileSync(file, text + JSON.stringify(events[0]).slice(0, 20));
-    expect(await repo().load(0)).toEqual(events);
+    expect(await loaded(repo(), 0)).toEqual(events);
     expect(fs.readFileSync(file, 'utf8')).toBe(text);
   });
 
   it('a prune rewrites the file only once it holds more than twice what the timelines hold, or an event past the retention', async () => {
     fs.writeFileSync(file, text);
     const r = repo();
-    await r.load(0);
+    await loaded(r, 0);
     // Every device of the first 10,000 events loses what came before 1,005,000: 5,000 events.
     const cuts = new Map(events.slice(0, 10_000).map((e) => [e.mac, { before: 1_000_000 + 5_000 }]));
     await r.prune({ before: 0, cuts, held: 15_000 });
@@ -46,15 +51,15 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
     await r.prune({ before: 0, cuts, held: 14_999 });
     const kept = keptByPrune(events, { before: 0, cuts, held: 0 });
     expect(kept).toHaveLength(25_000);
-    expect(await repo().load(0)).toEqual(kept);
+    expect(await loaded(repo(), 0)).toEqual(kept);
     // Past the retention: rewritten whatever the timelines hold.
     await r.prune({ before: 1_000_000 + 29_000, cuts: new Map(), held: 1_000_000 });
-    expect(await repo().load(0)).toEqual(kept.filter((e) => e.at >= 1_000_000 + 29_000));
+    expect(await loaded(repo(), 0)).toEqual(kept.filter((e) => e.at >= 1_000_000 + 29_000));
   });
 
   it('a missing file is no events', async () => {
     fs.rmSync(file);
-    expect(await repo().load(0)).toEqual([]);
+    expect(await loaded(repo(), 0)).toEqual([]);
     expect(fs.existsSync(file)).toBe(false);
   });
 });

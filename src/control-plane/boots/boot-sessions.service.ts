@@ -100,7 +100,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       }
     });
     const now = this.clock.now().getTime();
-    for (const e of await this.repo.load(now - BOOT_EVENT_RETENTION_MS)) this.apply(e, false);
+    await this.repo.load(now - BOOT_EVENT_RETENTION_MS, (e) => void this.apply(e, false));
     this.lastPrune = now - this.pruneEveryMs() + Math.min(FIRST_PRUNE_AFTER_MS, this.pruneEveryMs());
     this.timer = setInterval(() => void this.flush(), FLUSH_MS);
     this.timer.unref();

@@ -81,8 +81,12 @@ export function keptByPrune(events: readonly BootEvent[], p: BootEventPrune): Bo
  * pruned by age and by what the timelines hold. The engine is chosen once by RepositoriesModule.
  */
 export abstract class BootEventRepository {
-  /** Events at or after `since` (ms), oldest first; the cursor of pull() starts after them. */
-  abstract load(since: number): Promise<BootEvent[]>;
+  /**
+   * Hands each event at or after `since` (ms) to `apply`, oldest first, as it is read (never all
+   * of them at once: a store may hold millions before its first prune); the cursor of pull()
+   * starts after them.
+   */
+  abstract load(since: number, apply: (e: BootEvent) => void): Promise<void>;
 
   /** Makes a batch durable, in its order. */
   abstract append(events: BootEvent[]): Promise<void>;

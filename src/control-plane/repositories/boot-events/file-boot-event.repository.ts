@@ -29,11 +29,13 @@ export class FileBootEventRepository extends BootEventRepository {
   /**
    * The events of the file, a torn last line (a crash mid-append, never acknowledged) skipped.
    * Read in chunks and parsed line by line: after a day of boots at 100,000 seats the file is tens
-   * of MB, and one Buffer and one string of it cost more than the parse.
+   * of MB, and one Buffer and one string of it cost more than the parse. `whole`: the bytes up to
+   * the last line end.
    */
-  private async read(take: (e: BootEvent) => void): Promise<{ torn: boolean; lines: number }> {
+  private async read(take: (e: BootEvent) => void): Promise<{ torn: boolean; lines: number; whole: number }> {
     let lines = 0;
-    let lastByte = -1;
+    let bytes = 0;
+    let whole = 0;
     const splitter = new LineSplitter((line) => {
       if (!line) return;
       lines++;
@@ -45,11 +47,13 @@ export class FileBootEventRepository extends BootEventRepository {
       }
     });
     await this.fs.readChunks(this.file, (chunk) => {
-      lastByte = chunk[chunk.length - 1];
+      const nl = chunk.lastIndexOf(10);
+      if (nl !== -1) whole = bytes + nl + 1;
+      bytes += chunk.length;
       splitter.push(chunk);
     });
     splitter.end();
-    return { torn: lastByte !== -1 && lastByte !== 10, lines };
+    return { torn: whole !== bytes, lines, whole };
   }
 
   private async rewrite(events: BootEvent[]): Promise<void> {
@@ -58,17 +62,16 @@ export class FileBootEventRepository extends BootEventRepository {
     this.oldest = events.length ? events[0].at : Infinity;
   }
 
-  async load(since: number): Promise<BootEvent[]> {
-    const kept: BootEvent[] = [];
+  async load(since: number, apply: (e: BootEvent) => void): Promise<void> {
     let oldest = Infinity;
-    const { torn, lines } = await this.read((e) => {
+    const { torn, lines, whole } = await this.read((e) => {
       if (oldest === Infinity) oldest = e.at;
-      if (e.at >= since) kept.push(e);
+      if (e.at >= since) apply(e);
     });
     this.lines = lines;
     this.oldest = oldest;
-    if (torn) await this.rewrite(kept);
-    return kept;
+    // The next append must start a line of its own.
+    if (torn) await this.fs.truncate(this.file, whole);
   }
 
   async append(events: BootEvent[]): Promise<void> {
