@@ -65,13 +65,8 @@ export class FileSystem {
    * must copy what it keeps). False when the file does not exist.
    */
   readChunksSync(file: string, onChunk: (bytes: Buffer) => void, chunkBytes = 1 << 20): boolean {
-    let fd: number;
-    try {
-      fd = fs.openSync(file, 'r');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
-      throw e;
-    }
+    const fd = openIfExistsSync(file);
+    if (fd === null) return false;
     try {
       const buf = Buffer.allocUnsafeSlow(chunkBytes);
       for (let n = fs.readSync(fd, buf, 0, chunkBytes, null); n > 0; n = fs.readSync(fd, buf, 0, chunkBytes, null)) onChunk(buf.subarray(0, n));
@@ -419,13 +414,8 @@ export class FileSystem {
 
   /** The last `bytes` of a file (to find the last audit id without reading everything). */
   readTailSync(file: string, bytes: number): string | null {
-    let fd: number;
-    try {
-      fd = fs.openSync(file, 'r');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw e;
-    }
+    const fd = openIfExistsSync(file);
+    if (fd === null) return null;
     try {
       const size = fs.fstatSync(fd).size;
       const len = Math.min(size, bytes);
@@ -470,4 +460,14 @@ function linkData(base: string): RegExp {
  */
 export function decodeText(bytes: Buffer): string {
   return bytes.toString(isAscii(bytes) ? 'latin1' : 'utf8');
+}
+
+/** A descriptor to read the file, or null when it does not exist. */
+function openIfExistsSync(file: string): number | null {
+  try {
+    return fs.openSync(file, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
 }
