@@ -7,6 +7,7 @@ import { GUEST_DISK_DIR, KernelNode } from '../../scripts/kernel-node';
 import { freePort, startApp, tempDir, TestApp, waitForMaster } from '../helpers/app';
 import { BOOT_MARKER } from '../helpers/images';
 import { pinnedIpxe } from '../helpers/ipxe';
+import { tcpBytesSentFrom } from '../helpers/pcap';
 import { kernelStageTftp } from '../helpers/kernel-stage';
 
 /**
@@ -134,12 +135,13 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
   });
 
   /** One power-on through the chain; resolves with the console (colour escapes out) and the time to the marker or power-off. */
-  async function boot(name: string, root = tftp, firmware: 'uefi' | 'bios' = 'uefi'): Promise<{ serial: string; ms: number; registeredMs?: number; nvmeBytes?: number }> {
+  async function boot(name: string, root = tftp, firmware: 'uefi' | 'bios' = 'uefi'): Promise<{ serial: string; ms: number; registeredMs?: number; nvmeBytes?: number; nvmeConnections?: number }> {
     // One machine: its NVRAM (and the device key kurrent-keygen keeps there) survives power-offs.
     const vars = path.join(dir, 'machine.vars.fd');
     if (!fs.existsSync(vars)) fs.copyFileSync(OVMF_VARS, vars);
     const serialFile = path.join(dir, `${name}.serial`);
     fs.writeFileSync(serialFile, '');
+    const pcapFile = path.join(dir, `${name}.pcap`);
     const t0 = performance.now();
     const q = spawn(
       'qemu-system-x86_64',
@@ -149,6 +151,7 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
           ? ['-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF_CODE}`, '-drive', `if=pflash,format=raw,unit=1,file=${vars}`]
           : ['-boot', 'n']), // SeaBIOS; the NIC's stock PXE ROM loads boot.ipxe, which chains our ipxe.pxe
         ...['-netdev', `user,id=n0,tftp=${root},bootfile=boot.ipxe,hostname=seat-01`],
+        ...['-object', `filter-dump,id=dump0,netdev=n0,file=${pcapFile}`],
         ...['-device', `e1000,netdev=n0,mac=${MAC},romfile=${firmware === 'uefi' ? path.join(ipxe.out, '8086100e.efirom') : '/usr/lib/ipxe/qemu/pxe-e1000.rom'}`],
         ...['-serial', `file:${serialFile}`],
       ],
@@ -158,29 +161,20 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     const end = Date.now() + 240_000;
     let text = '';
     let registeredMs: number | undefined;
-    // What the worker received over NVMe/TCP (TLS records included), per connection: the host's
-    // loopback sockets between the worker's qemu (user networking) and the target's forwarded
-    // port, sampled until the VM powers off (the last 250 ms may go uncounted).
-    const received = new Map<string, number>();
     // The marker, or menu.ipxe's "failed; back to the menu" after a refused sanboot.
     while (Date.now() < end && q.exitCode === null && q.signalCode === null) {
       text = fs.readFileSync(serialFile, 'latin1');
       if (registeredMs === undefined && text.includes('Registered SAN device')) registeredMs = performance.now() - t0;
-      const ss = execFileSync('ss', ['-tinH', 'state', 'established', `( dport = :${bv.nvme_port} )`], { encoding: 'utf8' });
-      // One block per connection: "Recv-Q Send-Q local peer", then its indented details.
-      for (const block of ss.split(/\n(?=\S)/)) {
-        const local = block.split(/\s+/)[2];
-        const got = /bytes_received:(\d+)/.exec(block);
-        if (local && got) received.set(local, Math.max(received.get(local) ?? 0, Number(got[1])));
-      }
       if (text.includes(BOOT_MARKER) || /failed; back to the menu/.test(text)) break;
       await new Promise((r) => setTimeout(r, 250));
     }
     const ms = performance.now() - t0;
-    const nvmeBytes = [...received.values()].reduce((a, b) => a + b, 0);
     q.kill('SIGKILL');
     await new Promise((r) => (q.exitCode !== null || q.signalCode !== null ? r(null) : q.once('exit', r)));
-    return { serial: fs.readFileSync(serialFile, 'latin1').replace(/\x1b\[[0-9;=]*[A-Za-z]/g, ''), ms, registeredMs, nvmeBytes };
+    // What the worker received over NVMe/TCP (TLS records included): the target's stream bytes in
+    // the capture of the worker's NIC, every connection counted whole.
+    const nvme = tcpBytesSentFrom(pcapFile, Number(bv.nvme_port));
+    return { serial: fs.readFileSync(serialFile, 'latin1').replace(/\x1b\[[0-9;=]*[A-Za-z]/g, ''), ms, registeredMs, nvmeBytes: nvme.bytes, nvmeConnections: nvme.connections };
   }
 
   const host = () => `/sys/kernel/config/nvmet/hosts/${bv.hostnqn}`;
@@ -202,6 +196,7 @@ describe('our iPXE boots a worker over NVMe/TCP: TLS 1.3 PSK + bidirectional DH-
     figures.power_on_to_marker_ms = Math.round(r.ms);
     figures.disk_registered_to_marker_ms = Math.round(r.ms - r.registeredMs!);
     figures.bytes_received_over_nvme_tcp = r.nvmeBytes!;
+    figures.nvme_tcp_connections = r.nvmeConnections!;
     figures.read_throughput_kib_s = Math.round(r.nvmeBytes! / 1024 / ((r.ms - r.registeredMs!) / 1000));
     // The boot file alone is ~300 KiB: the target sent at least that, over the TLS connections.
     expect(r.nvmeBytes).toBeGreaterThan(fs.statSync(path.join(ipxe.out, 'marker.efi')).size);
