@@ -43,7 +43,7 @@ export class FileBootEventRepository extends BootEventRepository {
         const e = JSON.parse(line) as BootEvent;
         if (typeof e.at === 'number' && typeof e.mac === 'string' && typeof e.stage === 'string') take(e);
       } catch {
-        // the torn line
+        // not an event (a line the file should not hold): skipped
       }
     });
     await this.fs.readChunks(this.file, (chunk) => {
@@ -52,7 +52,8 @@ export class FileBootEventRepository extends BootEventRepository {
       bytes += chunk.length;
       splitter.push(chunk);
     });
-    splitter.end();
+    // No splitter.end(): what follows the last '\n' is torn, even when it parses (cut just before
+    // its line end), and load truncates it, so it must not be applied either.
     return { torn: whole !== bytes, lines, whole };
   }
 
