@@ -17,6 +17,8 @@ import { LedgerRepository } from '../src/control-plane/repositories/ledger/ledge
 import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from '../src/control-plane/repositories/ledger/records';
 
 export const BUNDLE_FORMAT = 'kurrent-store';
+/** The bound on each database wait of an export or import (the largest IPXE_CP_DATABASE_TIMEOUT_MS takes). */
+export const MAINTENANCE_DATABASE_TIMEOUT_MS = 600_000;
 
 export interface StoreBundle {
   format: typeof BUNDLE_FORMAT;
@@ -32,7 +34,16 @@ export interface StoreBundle {
 
 async function context(env: NodeJS.ProcessEnv) {
   // No reconciler (no passes, no lease, no audit entry of its own): this is a maintenance run.
-  const config = loadConfig({ ...env, IPXE_CP_RECONCILER: 'false', IPXE_CP_RECONCILE_SECONDS: '0', IPXE_CP_LOG_LEVEL: env.IPXE_CP_LOG_LEVEL ?? 'warn' });
+  // Its import is one transaction of the whole site (100,000 seats: ~5 s of INSERT on this
+  // machine), which the online bound on a statement (5 s: a boot must not wait) cut off; unless
+  // the operator set one, it may take up to the 10 minutes the setting allows.
+  const config = loadConfig({
+    ...env,
+    IPXE_CP_RECONCILER: 'false',
+    IPXE_CP_RECONCILE_SECONDS: '0',
+    IPXE_CP_LOG_LEVEL: env.IPXE_CP_LOG_LEVEL ?? 'warn',
+    IPXE_CP_DATABASE_TIMEOUT_MS: env.IPXE_CP_DATABASE_TIMEOUT_MS ?? String(MAINTENANCE_DATABASE_TIMEOUT_MS),
+  });
   const app = await NestFactory.createApplicationContext(AppModule.forRoot(config), { logger: ['error', 'warn'] });
   return { app, config };
 }

@@ -1,6 +1,8 @@
 import * as path from 'node:path';
+import { Client } from 'pg';
 import { exportStore, importStore, StoreBundle } from '../../scripts/store';
 import { startApp, tempDir } from '../helpers/app';
+import { until } from '../helpers/poll';
 import { PgCluster, startPostgres } from '../helpers/postgres';
 
 /**
@@ -80,5 +82,42 @@ describe('store export / import between files and PostgreSQL', () => {
     broken.devices['02:00:00:00:00:14'].bound_worker_id = 'nobody';
     broken.devices['02:00:00:00:00:14'].state = 'bound';
     await expect(importStore(fileEnv(tempDir('kurrent-broken-')), broken)).rejects.toThrow('devices.02:00:00:00:00:14: bound to nobody');
+  });
+
+  it("an import (one transaction of the whole site) is not cut off by the online 5 s bound on a database wait", async () => {
+    const src = tempDir('kurrent-src-');
+    const t = await startApp({ IPXE_CP_STORE: 'file', IPXE_CP_DATABASE_URL: '' }, { dir: src });
+    const macs = ['02:00:00:00:00:31', '02:00:00:00:00:32', '02:00:00:00:00:33'];
+    expect((await t.req('POST', '/devices/import', { entries: macs.map((mac) => ({ mac })) })).status).toBe(200);
+    expect((await t.req('POST', '/workers/batch', { count: 3, name_prefix: 'slow-', macs })).status).toBe(200);
+    await t.close();
+    const bundle = await exportStore(fileEnv(src));
+    const url = pg.createDb('slow_site');
+    const pgEnv = { ...fileEnv(tempDir('kurrent-pgnode-')), IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
+    // The schema first (an export of the empty database migrates it), then a session that holds
+    // the devices table for longer than the online bound: as a slow disk or a 100,000-seat INSERT would.
+    expect(Object.keys((await exportStore(pgEnv)).devices)).toEqual([]);
+    const holder = new Client({ connectionString: url });
+    // Another session to watch from: inside the holder's transaction the statistics views are a snapshot.
+    const watcher = new Client({ connectionString: url });
+    await holder.connect();
+    await watcher.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE devices IN ACCESS EXCLUSIVE MODE');
+      const t0 = Date.now();
+      const imported = importStore(pgEnv, bundle);
+      const waiting = async () => Number((await watcher.query("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).rows[0].n) > 0;
+      expect(await until(waiting)).toBe(true);
+      // Held past 5 s of the import's wait (the default bound, which made this a 503 before).
+      await until(async () => Date.now() - t0 > 6_000 || !(await waiting()), 10_000);
+      expect(await waiting()).toBe(true);
+      await holder.query('COMMIT');
+      expect(await imported).toMatchObject({ devices: 3, workers: 3 });
+    } finally {
+      await holder.end();
+      await watcher.end();
+    }
+    expect(Object.keys((await exportStore(pgEnv)).devices).sort()).toEqual(macs);
   });
 });
