@@ -174,6 +174,33 @@ describe('GET /boot-vars (section 5)', () => {
     expect((await get('?mac=02:99:00:00:00:01')).text).toBe((p1 as EncodedAnswer).bytes.toString());
   });
 
+  it("the answer cache's bound grows with the ledger: a whole fleet's answers stay cached, crafted variants of known MACs cannot hold more than the fleet would", async () => {
+    await seed();
+    const svc = t.app.get(BootService);
+    const stats = svc.cacheStats;
+    for (let i = 1; i <= 4; i++) {
+      expect((await t.req('POST', '/devices', { mac: `00:0c:29:00:00:0${i}` })).status).toBe(201);
+      expect((await t.req('POST', '/workers', { worker_id: `f${i}`, mac: `00:0c:29:00:00:0${i}` })).status).toBe(201);
+    }
+    const fleet = ['00:0c:29:b9:8b:2d', '00:0c:29:b9:8b:2e', ...[1, 2, 3, 4].map((i) => `00:0c:29:00:00:0${i}`)];
+    // No fixed part: the bound is 4 per device (24), what this fleet's /boot-vars and /boot-menu take.
+    svc.answerCacheBase = 0;
+    const pass = async () => {
+      const [h, m] = [stats.hits, stats.misses];
+      for (const mac of fleet) expect((await get(`?mac=${mac}`)).status).toBe(200);
+      return { hits: stats.hits - h, misses: stats.misses - m };
+    };
+    await pass();
+    expect(await pass()).toEqual({ hits: 6, misses: 0 });
+    // A slot and an answer per device so far; crafted hostnames on a known MAC add an answer each,
+    // and past 24 the cache empties instead of growing.
+    for (let i = 0; i < 20; i++) {
+      expect((await get(`?mac=00:0c:29:b9:8b:2d&hostname=x${i}`)).status).toBe(200);
+      expect(svc.cachedAnswers).toBeLessThanOrEqual(24);
+    }
+    expect((await pass()).misses).toBeGreaterThan(0);
+  });
+
   it('400 for a malformed MAC or an unknown format', async () => {
     await seed();
     expect((await get('?mac=nonsense')).status).toBe(400);
