@@ -34,9 +34,9 @@ export interface StoreBundle {
 
 async function context(env: NodeJS.ProcessEnv) {
   // No reconciler (no passes, no lease, no audit entry of its own): this is a maintenance run.
-  // Its import is one transaction of the whole site (100,000 seats: ~5 s of INSERT on this
-  // machine), which the online bound on a statement (5 s: a boot must not wait) cut off; unless
-  // the operator set one, it may take up to the 10 minutes the setting allows.
+  // Its import is one transaction of the whole site, whose statements at 100,000 seats ran past
+  // the online bound (5 s: a boot must not wait) on this machine; unless the operator set one,
+  // each wait may take up to the 10 minutes the setting allows.
   const config = loadConfig({
     ...env,
     IPXE_CP_RECONCILER: 'false',

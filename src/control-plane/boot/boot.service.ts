@@ -44,9 +44,9 @@ const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, 
 /**
  * Cached answers (slots and entries) kept at most: this many, plus 4 for every device in the
  * ledger (a slot and an answer for its /boot-vars and its /boot-menu), so a whole fleet's storm
- * stays cached at any size (at 100,000 seats a fixed 50,000 emptied the cache every 25,000 seats,
- * and two control planes' storm ran 60% slower for it), while crafted variants of known MACs and
- * names can hold no more than the fleet itself would. Unknown MACs take no slot at all.
+ * stays cached at any size (at 100,000 seats a fixed 50,000 emptied the cache every 25,000 seats:
+ * every /boot-vars of the storm was rendered again), while crafted variants of known MACs and names
+ * can hold no more than the fleet itself would. Unknown MACs take no slot at all.
  */
 const ANSWER_CACHE_BASE = 50_000;
 const ANSWERS_PER_DEVICE = 4;
