@@ -28,6 +28,9 @@ describe('EncodedAnswer.wire', () => {
     expect(a.bytes.toString()).toBe('#!ipxe\n');
     expect(a.bytes.buffer).toBe(first.buffer);
     expect(a.bytes.byteOffset).toBe(first.byteOffset + first.length - a.bytes.length);
+    // ...and that memory is the response's own: a slice of Buffer's shared 8 KB pool would keep
+    // the whole slab, mostly other requests' garbage, alive as long as the answer is cached.
+    expect(first.buffer.byteLength).toBe(first.length);
   });
 
   it('builds again when the keep-alive timeout changed or a Date is not the fixed 29 characters', () => {

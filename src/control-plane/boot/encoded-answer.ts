@@ -60,12 +60,15 @@ export class EncodedAnswer {
 
   /** Keeps the response the front built for `date` as this answer's template, and returns its bytes. */
   keep(built: BuiltResponse, date: string, keepAliveSeconds: number): Buffer {
-    this.template = built.bytes;
+    // A memory of its own: a small Buffer is a slice of a shared 8 KB pool slab, and a cached answer
+    // would keep its whole slab (other requests' garbage) alive: ~60 MB after a 100,000-seat storm.
+    this.template = Buffer.allocUnsafeSlow(built.bytes.length);
+    built.bytes.copy(this.template);
     this.templateDateAt = built.dateAt;
     this.templateKeepAlive = keepAliveSeconds;
     // The body lives on as the template's tail instead of twice.
-    this.body = built.bytes.subarray(built.bytes.length - this.body.length);
-    return this.served(built.bytes, date);
+    this.body = this.template.subarray(this.template.length - this.body.length);
+    return this.served(this.template, date);
   }
 
   private served(out: Buffer, date: string): Buffer {
