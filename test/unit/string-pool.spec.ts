@@ -1,4 +1,4 @@
-import { StringPool } from '../../src/shared/string-pool';
+import { ownString, StringPool } from '../../src/shared/string-pool';
 import { validateDevice } from '../../src/control-plane/repositories/ledger/records';
 
 describe('StringPool', () => {
@@ -15,7 +15,7 @@ describe('StringPool', () => {
     expect(pool.of(c)).toBe(c);
     expect(pool.size).toBe(2);
     const long = 'x'.repeat(129);
-    expect(pool.of(long)).toBe(long);
+    expect(pool.of(long)).toEqual(long);
     expect(pool.size).toBe(2);
   });
 
@@ -24,5 +24,15 @@ describe('StringPool', () => {
     const r = validateDevice('02:00:00:00:00:01', { state: 'pooled', fingerprint: fp });
     expect(r.ok && r.value.fingerprint).toEqual(fp);
     expect(r.ok && r.value.state).toBe('pooled');
+  });
+});
+
+describe('ownString', () => {
+  it('gives back the same characters (a copy for what is long enough to be a view of another string)', () => {
+    const query = `mac=02:00:00:00:00:05&uuid=4c4c4544-0000-1000-8000-000000000005&x=${'y'.repeat(300)}`;
+    const mac = query.slice(4, 21);
+    for (const s of ['', 'SN5', mac, query, 'Größe – ÜBER 13 Zeichen', '\ud800 lone surrogate and "quotes" \\ ', '\u0000\u001f controls 12345']) {
+      expect(ownString(s)).toBe(s);
+    }
   });
 });

@@ -3,6 +3,7 @@ import { badRequest } from '../../shared/http/api-error';
 import { Clock } from '../common/clock';
 import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
 import { normalizeId, normalizeMac } from '../../shared/mac';
+import { ownString } from '../../shared/string-pool';
 import { AppConfig } from '../config/app-config';
 import { SettingsService } from '../settings/settings.service';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
@@ -188,18 +189,19 @@ export class BootService implements OnModuleInit {
       this.shared.set(text, enc);
     } else enc = EncodedAnswer.of(body);
     let slot = byMac.get(rawMac as string | undefined);
+    // Keys outlive the request: copies, not views of its query (ownString).
     if (!slot) {
-      byMac.set(rawMac as string | undefined, (slot = new Map()));
+      byMac.set(typeof rawMac === 'string' ? ownString(rawMac) : undefined, (slot = new Map()));
       this.answersSize++;
     }
-    const host = rawHostname as string | undefined;
+    const host = typeof rawHostname === 'string' && !slot.has(rawHostname) ? ownString(rawHostname) : (rawHostname as string | undefined);
     // A boot of this MAC restores reset-mode disks first: a hit must still go through DiskResetService.
     const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     slot.set(host, { body: enc, note, restores: mac !== null && this.resets.restoresOnBoot(mac) });
     this.answersSize++;
     for (const key of keys) {
       let refs = this.deps.get(key);
-      if (!refs) this.deps.set(key, (refs = []));
+      if (!refs) this.deps.set(ownString(key), (refs = []));
       refs.push([slot, host]);
       this.depRefs++;
     }

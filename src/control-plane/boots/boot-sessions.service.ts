@@ -7,6 +7,7 @@ import { BootEvent, BootEventPrune, BootEventRepository, BootStage, DeviceCut } 
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { SettingsService } from '../settings/settings.service';
 import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppedAt } from './boot-timeline';
+import { ownString } from '../../shared/string-pool';
 
 /** Sessions kept per device in memory (and so answered by GET /boots): enough to see a loop and the boots before it. */
 export const SESSIONS_PER_DEVICE = 10;
@@ -237,11 +238,16 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   /** Applies an event to its device's timeline; false when it belongs to no boot (dropped). */
   private apply(e: BootEvent, local: boolean): boolean {
     let t = this.timelines.get(e.mac);
-    if (!t) this.timelines.set(e.mac, (t = new BootTimeline(e.mac, SESSIONS_PER_DEVICE)));
+    if (!t) {
+      // The timeline lives as long as the device: its MAC must not be a view of the request's query.
+      const mac = ownString(e.mac);
+      this.timelines.set(mac, (t = new BootTimeline(mac, SESSIONS_PER_DEVICE)));
+    }
     const applied = this.applyTo(t, e, local);
-    if (applied) this.deadlines.set(e.mac, e.at + this.stuckMs());
-    if (t.looping) this.loopers.add(e.mac);
-    else this.loopers.delete(e.mac);
+    // Keys kept past this event are the timeline's own MAC string (see above).
+    if (applied) this.deadlines.set(t.mac, e.at + this.stuckMs());
+    if (t.looping) this.loopers.add(t.mac);
+    else this.loopers.delete(t.mac);
     return applied;
   }
 
@@ -257,7 +263,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     const stuckMs = this.stuckMs();
     if (local) {
       if (e.stage === 'vars' && e.detail?.answer === 'disk' && e.detail.disk && e.detail.agent) {
-        this.awaiting.set(e.mac, { mac: e.mac, ...(e.worker ? { worker: e.worker } : {}), target: e.detail.disk, agent: e.detail.agent, since: e.at });
+        this.awaiting.set(t.mac, { mac: t.mac, ...(e.worker ? { worker: e.worker } : {}), target: e.detail.disk, agent: e.detail.agent, since: e.at });
       } else if (e.stage !== 'menu' && e.stage !== 'challenge') this.awaiting.delete(e.mac);
       if (before && before !== s) this.count(before, endedOutcome(before, e.at, stuckMs));
       if (before !== s) for (const fn of this.startListeners) fn(e.mac, e.stage);

@@ -9,7 +9,7 @@ import { parsePubkey, ParsedKey } from '../common/device-key';
 import { byMac, deviceMatcher, searchText } from '../../shared/device-filter';
 import { cleanReportString, isDeviceMac } from '../../shared/grammars';
 import { normalizeId, normalizeMac } from '../../shared/mac';
-import { fleetStrings } from '../../shared/string-pool';
+import { fleetStrings, ownString } from '../../shared/string-pool';
 import { AuditService } from '../audit/audit.service';
 import type { RefusalReason } from '../settings/dto/admission.dto';
 import { SettingsService } from '../settings/settings.service';
@@ -130,7 +130,8 @@ export class DevicesService {
         // The same machine reporting again: only last_seen moves, in the record itself.
         store.devices.touchInPlace(mac, d, (r) => (r.last_seen = now));
       } else {
-        store.devices.touch(mac, { ...d, uuid: uuid ?? d.uuid, fingerprint, first_seen: d.first_seen ?? now, last_seen: now });
+        // What the record keeps are copies, not views of this request's query (ownString).
+        store.devices.touch(mac, { ...d, uuid: uuid === null || uuid === d.uuid ? d.uuid : ownString(uuid), fingerprint, first_seen: d.first_seen ?? now, last_seen: now });
       }
       store.scheduleFlush();
       if (rawKey !== null) {
@@ -168,7 +169,7 @@ export class DevicesService {
     const keyFields = secure && key?.ok ? { pubkey: key.hex, key_hash: key.sha256, key_claimed_at: now } : {};
     let full = false;
     const registered = await store.register(
-      newDevice(mac, { uuid, source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now, ...keyFields }),
+      newDevice(ownString(mac), { uuid: uuid === null ? null : ownString(uuid), source: 'ipxe', fingerprint: mergeFingerprint(emptyFingerprint(), reported), first_seen: now, last_seen: now, ...keyFields }),
       {
         // The window's quota and the pool limit are taken inside the locked commit: exact under any burst.
         admit: secure
@@ -591,7 +592,8 @@ function mergeFingerprint(cur: Fingerprint, reported: Partial<Fingerprint>): Fin
     if (v !== null && v !== undefined && cur[k as keyof Fingerprint] !== v) {
       next ??= { ...cur };
       // Models and chips repeat across the fleet (a serial does not): the record keeps the pooled string.
-      (next[k as keyof Fingerprint] as unknown) = typeof v === 'string' && k !== 'serial' ? fleetStrings.of(v) : v;
+      // Either way a copy, not a view of the request's query (ownString).
+      (next[k as keyof Fingerprint] as unknown) = typeof v === 'string' ? (k === 'serial' ? ownString(v) : fleetStrings.of(v)) : v;
     }
   }
   return next ?? cur;

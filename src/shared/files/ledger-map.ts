@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { LineCounter, parseDocument, isMap, isScalar } from 'yaml';
 import { decodeText, sameStamp, type FileStamp, type FileSystem } from './file-system';
 import { LineSplitter } from './line-splitter';
+import { ownString } from '../string-pool';
 
 export class LedgerFileError extends Error {
   constructor(
@@ -227,7 +228,8 @@ export class LedgerMap<T extends object> {
    */
   touchInPlace(key: string, current: T, update: (record: T) => void): void {
     if (this.map.get(key) !== current) throw new Error(`touchInPlace: ${key} is not the record in memory`);
-    this.inPlace.add(key);
+    // Kept until the next load: a copy of the key, not a view of the request's query (ownString).
+    if (!this.inPlace.has(key)) this.inPlace.add(ownString(key));
     update(current);
     this.lines.delete(key);
     this.dirtyKeys.add(key);
