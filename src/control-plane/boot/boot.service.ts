@@ -199,10 +199,13 @@ export class BootService implements OnModuleInit {
     const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     slot.set(host, { body: enc, note, restores: mac !== null && this.resets.restoresOnBoot(mac) });
     this.answersSize++;
+    // One reference shared by every key; a new key's list is a literal of one (an empty array's
+    // first push reserves 17 slots: ~150 bytes a key, four keys an answer, at 100,000 seats).
+    const ref: [Slot, string | undefined] = [slot, host];
     for (const key of keys) {
-      let refs = this.deps.get(key);
-      if (!refs) this.deps.set(ownString(key), (refs = []));
-      refs.push([slot, host]);
+      const refs = this.deps.get(key);
+      if (refs) refs.push(ref);
+      else this.deps.set(ownString(key), [ref]);
       this.depRefs++;
     }
     return enc;
@@ -214,11 +217,13 @@ export class BootService implements OnModuleInit {
     const store = this.store.read();
     let known = false;
     const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
+    let bound: string | null | undefined;
     if (mac) {
       out.push(`d:${mac}`);
       const d = store.devices.get(mac);
       if (d) known = true;
-      if (d?.bound_worker_id) out.push(`w:${d.bound_worker_id}`);
+      bound = d?.bound_worker_id;
+      if (bound) out.push(`w:${bound}`);
     }
     const host = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     if (host) {
@@ -226,7 +231,8 @@ export class BootService implements OnModuleInit {
       const id = store.workers.has(host) ? host : store.workerIdByHostname().get(host);
       if (id) {
         known = true;
-        out.push(`w:${id}`);
+        // Usually the device's own worker, already listed: a key once (drop deletes it once).
+        if (id !== bound) out.push(`w:${id}`);
       }
     }
     return known ? out : null;
