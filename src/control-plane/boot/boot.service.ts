@@ -16,6 +16,7 @@ import { ChallengeService, ChallengeUse } from './challenge.service';
 import { DiskResetService } from './disk-reset.service';
 import { DiskVarsResolver } from './disk-vars';
 import { EncodedAnswer } from './encoded-answer';
+import { AnswerSlot } from './answer-slot';
 import { BOOT_BLOCKERS, BootBlockerCode, BootReadinessDto } from './dto/boot-readiness.dto';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
 import { checkVars, IpxeVar, REFUSED_SCRIPT, renderBlocked, renderHold, renderIpxe, ScriptRefused } from './ipxe-script';
@@ -53,7 +54,7 @@ const ANSWER_CACHE_BASE = 50_000;
 const ANSWERS_PER_DEVICE = 4;
 /** A cached answer and what serving it tells the boot sessions (null: nothing, an unknown device). */
 type Entry = { body: EncodedAnswer; note: StageNote | null; restores: boolean };
-type Slot = Map<string | undefined, Entry>;
+type Slot = AnswerSlot<Entry>;
 type AnswerMap = Map<string | undefined, Slot>;
 /**
  * Raw query values that may key a cached answer: absent, or a string no longer than any valid
@@ -191,7 +192,7 @@ export class BootService implements OnModuleInit {
     let slot = byMac.get(rawMac as string | undefined);
     // Keys outlive the request: copies, not views of its query (ownString).
     if (!slot) {
-      byMac.set(typeof rawMac === 'string' ? ownString(rawMac) : undefined, (slot = new Map()));
+      byMac.set(typeof rawMac === 'string' ? ownString(rawMac) : undefined, (slot = new AnswerSlot()));
       this.answersSize++;
     }
     const host = typeof rawHostname === 'string' && !slot.has(rawHostname) ? ownString(rawHostname) : (rawHostname as string | undefined);
