@@ -320,18 +320,21 @@ export class BootService implements OnModuleInit {
     const d = mac ? this.store.read().devices.get(mac) : undefined;
     if (!mac || !d) return;
     const worker = d.state === 'bound' && d.bound_worker_id ? { worker: d.bound_worker_id } : {};
-    if (use === 'menu') this.note = Object.freeze({ mac, stage: 'menu', ...worker });
-    else if (d.state === 'pooled') this.note = Object.freeze({ mac, stage: 'vars', detail: { answer: 'pooled' } });
+    // A note may be cached with its answer: it keeps the record's MAC string (the ledger's key), not the query's.
+    if (use === 'menu') this.note = Object.freeze({ mac: d.mac, stage: 'menu', ...worker });
+    else if (d.state === 'pooled') this.note = Object.freeze({ mac: d.mac, stage: 'vars', detail: { answer: 'pooled' } });
     else {
       const reason = d.state === 'revoked' ? 'the device is revoked' : 'the hostname it sent names another worker than the one it is bound to';
-      this.note = Object.freeze({ mac, stage: 'vars', ...worker, detail: { answer: 'empty', reason } });
+      this.note = Object.freeze({ mac: d.mac, stage: 'vars', ...worker, detail: { answer: 'empty', reason } });
     }
   }
 
   /** A stage of a device the ledger knows (boot sessions are kept for known devices only). */
   private noteFor(mac: string | null, r: Resolved, stage: 'vars' | 'menu', detail?: Record<string, string>): void {
-    if (!mac || !this.store.read().devices.has(mac)) return;
-    this.note = Object.freeze({ mac, stage, ...(r.kind === 'worker' ? { worker: r.worker.worker_id } : {}), ...(detail ? { detail } : {}) });
+    const d = mac ? this.store.read().devices.get(mac) : undefined;
+    if (!d) return;
+    // Cached with its answer: the record's MAC string (the ledger's key), not a view of the query.
+    this.note = Object.freeze({ mac: d.mac, stage, ...(r.kind === 'worker' ? { worker: r.worker.worker_id } : {}), ...(detail ? { detail } : {}) });
   }
 
   private varsFor(who: Who | null, format: unknown): string | BootVarsDto {
