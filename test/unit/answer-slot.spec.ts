@@ -6,7 +6,7 @@ describe('AnswerSlot', () => {
   const HOSTS = [undefined, 'seat-1', 'SEAT-1'];
   const op = fc.record({ kind: fc.constantFrom('set', 'delete'), host: fc.constantFrom<string | undefined>(...HOSTS), value: fc.integer() });
 
-  it('matches a Map under any sequence of set and delete (get and has compared after each)', () => {
+  it('matches a Map under any sequence of set and delete (get compared after each)', () => {
     fc.assert(
       fc.property(fc.array(op, { maxLength: 30 }), (ops) => {
         const slot = new AnswerSlot<{ v: number }>();
@@ -17,10 +17,7 @@ describe('AnswerSlot', () => {
             slot.set(o.host, e);
             map.set(o.host, e);
           } else expect(slot.delete(o.host)).toBe(map.delete(o.host));
-          for (const h of HOSTS) {
-            expect(slot.get(h)).toBe(map.get(h));
-            expect(slot.has(h)).toBe(map.has(h));
-          }
+          for (const h of HOSTS) expect(slot.get(h)).toBe(map.get(h));
         }
       }),
       { numRuns: 2000 },

@@ -2,7 +2,7 @@
  * The cached answers of one raw MAC, by raw hostname (undefined: no hostname asked). Nearly every
  * MAC is only ever asked with one name, its own: that one lives in two fields, and a Map is made
  * from a second name on (a Map per MAC was ~200 bytes a seat of the cache at 100,000 seats).
- * Behaves as a Map of those keys for the four operations the answer cache uses.
+ * Behaves as a Map of those keys for the three operations the answer cache uses.
  */
 export class AnswerSlot<E> {
   private host: string | undefined = undefined;
@@ -12,10 +12,6 @@ export class AnswerSlot<E> {
 
   get(host: string | undefined): E | undefined {
     return this.entry !== undefined && this.host === host ? this.entry : this.more?.get(host);
-  }
-
-  has(host: string | undefined): boolean {
-    return this.get(host) !== undefined;
   }
 
   set(host: string | undefined, entry: E): void {

@@ -195,7 +195,7 @@ export class BootService implements OnModuleInit {
       byMac.set(typeof rawMac === 'string' ? ownString(rawMac) : undefined, (slot = new AnswerSlot()));
       this.answersSize++;
     }
-    const host = typeof rawHostname === 'string' && !slot.has(rawHostname) ? ownString(rawHostname) : (rawHostname as string | undefined);
+    const host = typeof rawHostname === 'string' ? ownString(rawHostname) : undefined;
     // A boot of this MAC restores reset-mode disks first: a hit must still go through DiskResetService.
     const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     slot.set(host, { body: enc, note, restores: mac !== null && this.resets.restoresOnBoot(mac) });
