@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { BootEvent, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { BootTimeline, endedOutcome, outcomeOf } from '../../src/control-plane/boots/boot-timeline';
 import { BootSessionsService } from '../../src/control-plane/boots/boot-sessions.service';
+import { sessionView } from '../../src/control-plane/boots/boots.service';
 import { parseSessions } from '../../src/storage-agent/backends/stgt.backend';
 import { renderHold } from '../../src/control-plane/boot/ipxe-script';
 
@@ -203,7 +204,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
     return new BootSessionsService(repo as never, settings as never, audit as never, clock as never, { nodeId: 'n1' } as never, store as never);
   };
   const view = (svc: BootSessionsService) => ({
-    sessions: svc.query({ limit: 1000 }).map((x) => ({ ...x, session: { ...x.session, counted: undefined } })),
+    sessions: svc.query({ limit: 1000 }).map((x) => sessionView(x.session, x.outcome, x.looping)),
     looping: [HEALTHY, HELD, RELEASED, LOOPER].map((m) => [svc.looping(m), svc.held(m)]),
   });
 

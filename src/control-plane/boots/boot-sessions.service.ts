@@ -284,9 +284,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
 
   /** Counts a session's outcome once (GET /metrics: kurrent_boots_total). */
   private count(s: BootSession, o: BootOutcome): void {
-    const mark = s as BootSession & { counted?: true };
-    if (mark.counted) return;
-    mark.counted = true;
+    if (!s.countOnce()) return;
     for (const fn of this.endListeners) fn(o);
   }
 
@@ -329,7 +327,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       const before = Math.min(now, t.sessions.length ? t.sessions[0].started : now) - PRUNE_MARGIN_MS;
       const since = t.looping?.since;
       cuts.set(t.mac, since !== undefined && since - windowMs - PRUNE_MARGIN_MS < before ? { before, keep: [since - windowMs - PRUNE_MARGIN_MS, since + PRUNE_MARGIN_MS] } : { before });
-      for (const s of t.sessions) held += s.stages.length;
+      for (const s of t.sessions) held += s.stageCount;
       if (t.releasedAt) held++;
     }
     return { before: now - BOOT_EVENT_RETENTION_MS, cuts, held };

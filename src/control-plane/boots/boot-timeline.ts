@@ -9,30 +9,138 @@ export type BootOutcome = (typeof BOOT_OUTCOMES)[number];
 export interface StageMark {
   stage: BootStage;
   at: number;
-  detail?: Record<string, string>;
-}
-
-/** One boot of one device, as assembled from its events. */
-export interface BootSession {
-  mac: string;
-  worker?: string;
-  started: number;
-  /** Each stage once, at its first time, in the order seen. */
-  stages: StageMark[];
-  /** STAGE_ORDER of the furthest stage reached. */
-  reached: number;
-  /** Time of the latest stage. */
-  last: number;
-  /** Set by an answer that cannot boot the disk (refusal, reboot loop of a bound worker). */
-  failure?: { stage: BootStage; reason: string; answer: VarsAnswer };
-  /** Answered as a pooled device (the reboot loop until it is bound): not a failure. */
-  waiting?: boolean;
-  /** Answered the boot-loop hold script. */
-  held?: boolean;
+  detail?: Readonly<Record<string, string>>;
 }
 
 /** What /boot-vars answered, as recorded in a vars event's detail.answer. */
 export type VarsAnswer = 'disk' | 'item' | 'reboot' | 'pooled' | 'empty' | 'refused' | 'denied' | 'held';
+
+type Detail = Readonly<Record<string, string>>;
+
+const HELD = 8;
+const WAITING = 16;
+const COUNTED = 32;
+/** The low bits of `bits`: STAGE_ORDER of the furthest stage reached. */
+const REACHED = 7;
+
+/** A stage and its time in one number: ms after the session's start x 8 + STAGE_ORDER (a small integer for 3 days). */
+const code = (stage: number, offset: number) => offset * 8 + stage;
+const stageOf = (c: number) => c % 8;
+const offsetOf = (c: number) => (c - (c % 8)) / 8;
+
+/**
+ * One boot of one device, as assembled from its events. A fleet keeps up to 10 a device, so a
+ * session is packed (issue 27): one object of fixed shape whose first two stages (report and
+ * vars, all of a boot in a storm) are fields, each a stage and its time in one small integer;
+ * later stages go to one exact-sized array. As plain objects (a mark object and a boxed time a
+ * stage, properties added later) a boot of report + vars held 330 bytes, 540 with its disk
+ * login (100,000 seats x 10 boots: 0.3-0.5 GB); now about 130 and 200.
+ */
+export class BootSession {
+  private m0 = -1;
+  private d0: Detail | null = null;
+  private m1 = -1;
+  private d1: Detail | null = null;
+  /** Stages after the second: [code, detail, ...]; replaced, never pushed to (push keeps room for 17). */
+  private more: readonly (number | Detail | null)[] | null = null;
+  /** REACHED and the flags. */
+  private bits = 0;
+  private lastOffset = 0;
+  /** Set by an answer that cannot boot the disk (refusal, reboot loop of a bound worker). */
+  failure: { stage: BootStage; reason: string; answer: VarsAnswer } | undefined = undefined;
+
+  constructor(
+    readonly mac: string,
+    readonly started: number,
+    public worker: string | undefined,
+  ) {}
+
+  /** STAGE_ORDER of the furthest stage reached. */
+  get reached(): number {
+    return this.bits & REACHED;
+  }
+  /** Time of the latest stage. */
+  get last(): number {
+    return this.started + this.lastOffset;
+  }
+  /** Answered as a pooled device (the reboot loop until it is bound): not a failure. */
+  get waiting(): boolean {
+    return (this.bits & WAITING) !== 0;
+  }
+  /** Answered the boot-loop hold script. */
+  get held(): boolean {
+    return (this.bits & HELD) !== 0;
+  }
+
+  get stageCount(): number {
+    return this.m0 < 0 ? 0 : this.m1 < 0 ? 1 : 2 + (this.more ? this.more.length / 2 : 0);
+  }
+
+  /** Each stage once, at its first time, in the order seen (built on each read: for views). */
+  get stages(): StageMark[] {
+    const out: StageMark[] = [];
+    const add = (c: number, detail: Detail | null) => {
+      const stage = BOOT_STAGES[stageOf(c)];
+      const at = this.started + offsetOf(c);
+      out.push(detail ? { stage, at, detail } : { stage, at });
+    };
+    if (this.m0 >= 0) add(this.m0, this.d0);
+    if (this.m1 >= 0) add(this.m1, this.d1);
+    const more = this.more ?? [];
+    for (let i = 0; i < more.length; i += 2) add(more[i] as number, more[i + 1] as Detail | null);
+    return out;
+  }
+
+  has(stage: BootStage): boolean {
+    return this.find(STAGE_ORDER[stage]) !== -1;
+  }
+
+  /** The detail a stage was marked with (undefined: not marked, or without one). */
+  detailOf(stage: BootStage): Detail | undefined {
+    const i = this.find(STAGE_ORDER[stage]);
+    if (i === -1) return undefined;
+    return (i === -2 ? this.d0 : i === -3 ? this.d1 : (this.more![i + 1] as Detail | null)) ?? undefined;
+  }
+
+  /** Where a stage is: -2 the first field, -3 the second, an index into `more`, -1 nowhere. */
+  private find(n: number): number {
+    if (this.m0 >= 0 && stageOf(this.m0) === n) return -2;
+    if (this.m1 >= 0 && stageOf(this.m1) === n) return -3;
+    const more = this.more;
+    if (more) for (let i = 0; i < more.length; i += 2) if (stageOf(more[i] as number) === n) return i;
+    return -1;
+  }
+
+  /** Marks a stage at `at` (not before `started`; whole ms): BootTimeline's rule decides whether it may. */
+  mark(stage: BootStage, at: number, detail: Detail | undefined): void {
+    const offset = Math.round(Math.max(at, this.started) - this.started);
+    const n = STAGE_ORDER[stage];
+    const c = code(n, offset);
+    const d = detail ?? null;
+    if (this.m0 < 0) {
+      this.m0 = c;
+      this.d0 = d;
+    } else if (this.m1 < 0) {
+      this.m1 = c;
+      this.d1 = d;
+    } else this.more = (this.more ?? []).concat([c, d]);
+    if (n > (this.bits & REACHED)) this.bits = (this.bits & ~REACHED) | n;
+    if (offset > this.lastOffset) this.lastOffset = offset;
+  }
+
+  answered(answer: VarsAnswer | undefined, reason: string | undefined): void {
+    if (answer === 'held') this.bits |= HELD;
+    else if (answer === 'pooled') this.bits |= WAITING;
+    else if (answer && answer !== 'disk' && answer !== 'item') this.failure = { stage: 'vars', reason: reason ?? answer, answer };
+  }
+
+  /** True the first time only: a session's outcome is counted once (GET /metrics). */
+  countOnce(): boolean {
+    if (this.bits & COUNTED) return false;
+    this.bits |= COUNTED;
+    return true;
+  }
+}
 
 /**
  * A session's outcome at `now`: booted once the disk saw the worker log in; held, waiting or
@@ -64,12 +172,27 @@ export function endedOutcome(s: BootSession, at: number, stuckMs: number): BootO
  */
 export function countsTowardsLoop(s: BootSession): boolean {
   if (s.failure) return s.failure.answer !== 'denied';
-  return !s.stages.some((m) => m.stage === 'vars');
+  return !s.has('vars');
 }
 
 /** The stage a session stopped at (its furthest), for failed, stuck and superseded sessions. */
 export function stoppedAt(s: BootSession): BootStage {
-  return s.failure?.stage ?? s.stages.reduce((a, m) => (STAGE_ORDER[m.stage] > STAGE_ORDER[a] ? m.stage : a), s.stages[0].stage);
+  return s.failure?.stage ?? BOOT_STAGES[s.reached];
+}
+
+/** A device boots as the same worker again and again: its sessions share one string. */
+function sameWorker(before: BootSession | undefined, worker: string | undefined): string | undefined {
+  return worker !== undefined && worker === before?.worker ? before.worker : worker;
+}
+
+/** Two details with the same fields and values (a device's boots repeat theirs: one object is kept). */
+function sameDetail(a: Detail, b: Detail): boolean {
+  let n = 0;
+  for (const k in a) {
+    if (a[k] !== b[k]) return false;
+    n++;
+  }
+  return Object.keys(b).length === n;
 }
 
 /**
@@ -81,11 +204,7 @@ export function stoppedAt(s: BootSession): BootStage {
  * retries never make a boot, let alone a boot loop.
  */
 export class BootTimeline {
-  /**
-   * Replaced, never pushed to (here and a session's stages): an array grown by push keeps room for
-   * 17 elements, ~250 bytes a seat of empty slots at 100,000 seats (issue 27); concat allocates
-   * exactly what it holds.
-   */
+  /** Replaced, never pushed to (see BootSession.marks). */
   sessions: BootSession[] = [];
   /** Boots before this time do not count towards a loop (an operator released the hold). */
   releasedAt = 0;
@@ -106,8 +225,7 @@ export class BootTimeline {
     if (stage === 'report' || stage === 'release') return true;
     const s = this.current;
     if (!s || (STAGE_ORDER[stage] < DISK && s.reached >= DISK)) return false;
-    for (let i = 0; i < s.stages.length; i++) if (s.stages[i].stage === stage) return false;
-    return true;
+    return !s.has(stage);
   }
 
   /** Applies one event; returns the session it began or extended (null: a release, or an event that belongs to no boot). */
@@ -121,39 +239,31 @@ export class BootTimeline {
     // challenge, vars, menu extend a boot that has not reached its disk; disk and os come after any of them.
     if (!this.accepts(e.stage)) return null;
     const s = this.current!;
-    this.mark(s, e);
-    if (e.stage === 'vars') this.answered(s, e.detail?.answer as VarsAnswer | undefined, e.detail?.reason);
+    this.mark(s, e.stage, e.at, e.detail, e.worker);
+    if (e.stage === 'vars') s.answered(e.detail?.answer as VarsAnswer | undefined, e.detail?.reason);
     return s;
   }
 
   private begin(e: BootEvent): BootSession {
     // Two boots of one MAC within a millisecond (a report retried at once) still get distinct,
     // ordered start times: the session id and the newest-first order depend on it.
-    const prev = this.sessions[this.sessions.length - 1];
-    if (prev && e.at <= prev.started) e = { ...e, at: prev.started + 1 };
-    const s: BootSession = e.worker
-      ? { mac: this.mac, started: e.at, stages: [], reached: 0, last: e.at, worker: e.worker }
-      : { mac: this.mac, started: e.at, stages: [], reached: 0, last: e.at };
+    const prev = this.current;
+    const at = prev && e.at <= prev.started ? prev.started + 1 : e.at;
+    const s = new BootSession(this.mac, at, sameWorker(prev, e.worker || undefined));
     const sessions = this.sessions.concat([s]);
     this.sessions = sessions.length > this.keep ? sessions.slice(1) : sessions;
-    this.mark(s, e);
+    this.mark(s, 'report', at, e.detail, undefined);
     return s;
   }
 
-  private mark(s: BootSession, e: BootEvent): void {
-    const stage = e.stage as BootStage;
-    // A boot's start may have been moved 1 ms on (begin); its stages never come before it.
-    const at = Math.max(e.at, s.started);
-    s.stages = s.stages.concat([e.detail ? { stage, at, detail: e.detail } : { stage, at }]);
-    s.reached = Math.max(s.reached, STAGE_ORDER[stage]);
-    s.last = Math.max(s.last, at);
-    if (e.worker && !s.worker) s.worker = e.worker;
-  }
-
-  private answered(s: BootSession, answer: VarsAnswer | undefined, reason: string | undefined): void {
-    if (answer === 'held') s.held = true;
-    else if (answer === 'pooled') s.waiting = true;
-    else if (answer && answer !== 'disk' && answer !== 'item') s.failure = { stage: 'vars', reason: reason ?? answer, answer };
+  /** Marks the current session; a detail equal to the previous boot's of that stage is that boot's object. */
+  private mark(s: BootSession, stage: BootStage, at: number, detail: Detail | undefined, worker: string | undefined): void {
+    if (detail) {
+      const before = this.sessions[this.sessions.length - 2]?.detailOf(stage);
+      if (before && sameDetail(before, detail)) detail = before;
+    }
+    s.mark(stage, at, detail);
+    if (worker && !s.worker) s.worker = sameWorker(this.sessions[this.sessions.length - 2], worker);
   }
 
   /**

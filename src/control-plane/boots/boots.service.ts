@@ -2,7 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { badRequest, notFound } from '../../shared/http/api-error';
 import { normalizeMac } from '../../shared/mac';
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
-import { BootSession, BootOutcome, STAGE_ORDER } from './boot-timeline';
+import { BOOT_STAGES } from '../repositories/boot-events/boot-event.repository';
+import { BootSession, BootOutcome } from './boot-timeline';
 import { BootSessionsService } from './boot-sessions.service';
 import { BootHoldDto, BootSessionDto, BootsPageDto, BootsQueryDto } from './dto/boot-session.dto';
 
@@ -10,7 +11,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /** A session as the API shows it. */
 export function sessionView(s: BootSession, outcome: BootOutcome, looping: boolean): BootSessionDto {
-  const furthest = s.stages.reduce((a, m) => (STAGE_ORDER[m.stage] > STAGE_ORDER[a.stage] ? m : a), s.stages[0]);
+  const stages = s.stages;
   return {
     id: `${s.mac.replace(/:/g, '')}-${s.started}`,
     mac: s.mac,
@@ -18,10 +19,10 @@ export function sessionView(s: BootSession, outcome: BootOutcome, looping: boole
     started_at: iso(s.started),
     last_stage_at: iso(s.last),
     outcome,
-    stage: furthest.stage,
+    stage: BOOT_STAGES[s.reached],
     reason: outcome === 'failed' ? (s.failure?.reason ?? null) : null,
     looping,
-    stages: s.stages.map((m) => ({ stage: m.stage, at: iso(m.at), offset_ms: m.at - s.started, ...(m.detail ? { detail: { ...m.detail } } : {}) })),
+    stages: stages.map((m) => ({ stage: m.stage, at: iso(m.at), offset_ms: m.at - s.started, ...(m.detail ? { detail: { ...m.detail } } : {}) })),
   };
 }
 

@@ -1,0 +1,112 @@
+import fc from 'fast-check';
+import { BOOT_STAGES, BootEvent, BootStage } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { BootTimeline, countsTowardsLoop, outcomeOf, STAGE_ORDER, stoppedAt } from '../../src/control-plane/boots/boot-timeline';
+
+/**
+ * BootSession is packed (stages as integers in fields, issue 27). This is the rule it packs,
+ * written plainly (one object a stage, as the timeline kept them before): both must give the
+ * same sessions for any sequence of events.
+ */
+interface PlainSession {
+  worker?: string;
+  started: number;
+  stages: { stage: BootStage; at: number; detail?: Record<string, string> }[];
+  reached: number;
+  last: number;
+  failure?: { stage: BootStage; reason: string; answer: string };
+  waiting?: boolean;
+  held?: boolean;
+}
+
+class PlainTimeline {
+  sessions: PlainSession[] = [];
+  constructor(private readonly keep: number) {}
+  apply(e: BootEvent): void {
+    if (e.stage === 'release') return;
+    let s: PlainSession;
+    if (e.stage === 'report') {
+      const prev = this.sessions[this.sessions.length - 1];
+      const at = prev && e.at <= prev.started ? prev.started + 1 : e.at;
+      s = { started: at, stages: [], reached: 0, last: at, ...(e.worker ? { worker: e.worker } : {}) };
+      this.sessions = [...this.sessions, s].slice(-this.keep);
+      e = { ...e, at };
+    } else {
+      const cur = this.sessions[this.sessions.length - 1];
+      if (!cur || (STAGE_ORDER[e.stage] < STAGE_ORDER.disk && cur.reached >= STAGE_ORDER.disk) || cur.stages.some((m) => m.stage === e.stage)) return;
+      s = cur;
+    }
+    const stage = e.stage as BootStage;
+    const at = Math.max(e.at, s.started);
+    s.stages.push(e.detail ? { stage, at, detail: e.detail } : { stage, at });
+    s.reached = Math.max(s.reached, STAGE_ORDER[stage]);
+    s.last = Math.max(s.last, at);
+    if (e.worker && !s.worker) s.worker = e.worker;
+    if (stage !== 'vars') return;
+    const answer = e.detail?.answer;
+    if (answer === 'held') s.held = true;
+    else if (answer === 'pooled') s.waiting = true;
+    else if (answer && answer !== 'disk' && answer !== 'item') s.failure = { stage: 'vars', reason: e.detail?.reason ?? answer, answer };
+  }
+}
+
+const MAC = '02:00:00:00:00:01';
+const ANSWERS = ['disk', 'item', 'reboot', 'pooled', 'empty', 'refused', 'denied', 'held'];
+// Times from the epoch's ms to past 2^31 ms (24.8 days) and 2^50 apart: the packed stage code
+// must stay exact where it no longer is a small integer.
+const gap = fc.oneof(fc.integer({ min: -5, max: 2_000 }), fc.constantFrom(3 * 86_400_000, 2 ** 31 + 7, 2 ** 44));
+const detail = fc.option(
+  fc.record({ answer: fc.constantFrom(...ANSWERS), reason: fc.constantFrom('r1', 'r2'), disk: fc.constantFrom('iqn.x:w1.u', 'iqn.x:w2.u') }, { requiredKeys: ['answer'] }),
+  { nil: undefined },
+);
+const event = fc.record({
+  stage: fc.constantFrom<BootEvent['stage']>(...BOOT_STAGES, 'report', 'report', 'release'),
+  gap,
+  worker: fc.option(fc.constantFrom('w1', 'w2', ''), { nil: undefined }),
+  detail,
+});
+
+describe('BootSession packing', () => {
+  it('gives the sessions of the plain rule for any sequence of events (stages, times, details, outcome fields)', () => {
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 40 }), fc.integer({ min: 1, max: 4 }), (events, keep) => {
+        const packed = new BootTimeline(MAC, keep);
+        const plain = new PlainTimeline(keep);
+        let at = 1_764_800_000_000;
+        for (const x of events) {
+          at += x.gap;
+          const e: BootEvent = { at, mac: MAC, stage: x.stage, node: 'n1', ...(x.worker !== undefined ? { worker: x.worker } : {}), ...(x.detail ? { detail: { ...x.detail } } : {}) };
+          for (const st of BOOT_STAGES) expect(packed.accepts(st)).toBe(st === 'report' || !!plain.sessions.length && !(STAGE_ORDER[st] < STAGE_ORDER.disk && plain.sessions[plain.sessions.length - 1].reached >= STAGE_ORDER.disk) && !plain.sessions[plain.sessions.length - 1].stages.some((m) => m.stage === st));
+          packed.apply(e);
+          plain.apply(e);
+          const view = packed.sessions.map((s) => ({ started: s.started, stages: s.stages, reached: s.reached, last: s.last, worker: s.worker, failure: s.failure, waiting: s.waiting || undefined, held: s.held || undefined }));
+          expect(view).toEqual(plain.sessions.map((s) => ({ ...s, worker: s.worker, failure: s.failure, waiting: s.waiting, held: s.held })));
+          packed.sessions.forEach((s, i) => {
+            expect(s.stageCount).toBe(plain.sessions[i].stages.length);
+            expect(stoppedAt(s)).toBe(plain.sessions[i].failure?.stage ?? BOOT_STAGES[plain.sessions[i].reached]);
+            expect(countsTowardsLoop(s)).toBe(plain.sessions[i].failure ? plain.sessions[i].failure!.answer !== 'denied' : !plain.sessions[i].stages.some((m) => m.stage === 'vars'));
+            expect(outcomeOf(s, i === packed.sessions.length - 1, at, 300_000)).toBeDefined();
+          });
+        }
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it("keeps one detail object for a device's repeated boots, a new one when it differs; counts a session once", () => {
+    const t = new BootTimeline(MAC, 10);
+    const worker = () => ['seat', '0001'].join('-');
+    for (let i = 0; i < 3; i++) {
+      t.apply({ at: 1000 * i, mac: MAC, stage: 'report', node: 'n1', worker: worker() });
+      t.apply({ at: 1000 * i + 5, mac: MAC, stage: 'vars', node: 'n1', worker: worker(), detail: { answer: 'disk', disk: `iqn.x:${worker()}` } });
+    }
+    t.apply({ at: 5000, mac: MAC, stage: 'report', node: 'n1', worker: worker() });
+    t.apply({ at: 5005, mac: MAC, stage: 'vars', node: 'n1', detail: { answer: 'disk', disk: 'iqn.x:other' } });
+    const [a, b, c, d] = t.sessions;
+    expect([a, b, c, d].map((s) => s.worker)).toEqual(['seat-0001', 'seat-0001', 'seat-0001', 'seat-0001']);
+    expect(b.detailOf('vars')).toBe(a.detailOf('vars'));
+    expect(c.detailOf('vars')).toBe(a.detailOf('vars'));
+    expect(d.detailOf('vars')).toEqual({ answer: 'disk', disk: 'iqn.x:other' });
+    expect(d.detailOf('vars')).not.toBe(a.detailOf('vars'));
+    expect([a.countOnce(), a.countOnce(), b.countOnce()]).toEqual([true, false, true]);
+  });
+});
