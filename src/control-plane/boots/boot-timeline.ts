@@ -30,18 +30,20 @@ const offsetOf = (c: number) => (c - (c % 8)) / 8;
 
 /**
  * One boot of one device, as assembled from its events. A fleet keeps up to 10 a device, so a
- * session is packed (issue 27): one object of fixed shape whose first two stages (report and
- * vars, all of a boot in a storm) are fields, each a stage and its time in one small integer;
- * later stages go to one exact-sized array. As plain objects (a mark object and a boxed time a
+ * session is packed (issue 27): one object of fixed shape whose first three stages (report,
+ * vars and the disk login of a boot that works) are fields, each a stage and its time in one small
+ * integer; later stages go to one exact-sized array. As plain objects (a mark object and a boxed time a
  * stage, properties added later) a boot of report + vars held 330 bytes, 540 with its disk
- * login (100,000 seats x 10 boots: 0.3-0.5 GB); now about 130 and 200.
+ * login (100,000 seats x 10 boots: 0.3-0.5 GB); now about 150 with or without it.
  */
 export class BootSession {
   private m0 = -1;
   private d0: Detail | null = null;
   private m1 = -1;
   private d1: Detail | null = null;
-  /** Stages after the second: [code, detail, ...]; replaced, never pushed to (push keeps room for 17). */
+  private m2 = -1;
+  private d2: Detail | null = null;
+  /** Stages after the third: [code, detail, ...]; replaced, never pushed to (push keeps room for 17). */
   private more: readonly (number | Detail | null)[] | null = null;
   /** REACHED and the flags. */
   private bits = 0;
@@ -73,7 +75,7 @@ export class BootSession {
   }
 
   get stageCount(): number {
-    return this.m0 < 0 ? 0 : this.m1 < 0 ? 1 : 2 + (this.more ? this.more.length / 2 : 0);
+    return this.m0 < 0 ? 0 : this.m1 < 0 ? 1 : this.m2 < 0 ? 2 : 3 + (this.more ? this.more.length / 2 : 0);
   }
 
   /** Each stage once, at its first time, in the order seen (built on each read: for views). */
@@ -86,6 +88,7 @@ export class BootSession {
     };
     if (this.m0 >= 0) add(this.m0, this.d0);
     if (this.m1 >= 0) add(this.m1, this.d1);
+    if (this.m2 >= 0) add(this.m2, this.d2);
     const more = this.more ?? [];
     for (let i = 0; i < more.length; i += 2) add(more[i] as number, more[i + 1] as Detail | null);
     return out;
@@ -99,13 +102,14 @@ export class BootSession {
   detailOf(stage: BootStage): Detail | undefined {
     const i = this.find(STAGE_ORDER[stage]);
     if (i === -1) return undefined;
-    return (i === -2 ? this.d0 : i === -3 ? this.d1 : (this.more![i + 1] as Detail | null)) ?? undefined;
+    return (i === -2 ? this.d0 : i === -3 ? this.d1 : i === -4 ? this.d2 : (this.more![i + 1] as Detail | null)) ?? undefined;
   }
 
-  /** Where a stage is: -2 the first field, -3 the second, an index into `more`, -1 nowhere. */
+  /** Where a stage is: -2, -3, -4 the first, second, third field; an index into `more`; -1 nowhere. */
   private find(n: number): number {
     if (this.m0 >= 0 && stageOf(this.m0) === n) return -2;
     if (this.m1 >= 0 && stageOf(this.m1) === n) return -3;
+    if (this.m2 >= 0 && stageOf(this.m2) === n) return -4;
     const more = this.more;
     if (more) for (let i = 0; i < more.length; i += 2) if (stageOf(more[i] as number) === n) return i;
     return -1;
@@ -123,6 +127,9 @@ export class BootSession {
     } else if (this.m1 < 0) {
       this.m1 = c;
       this.d1 = d;
+    } else if (this.m2 < 0) {
+      this.m2 = c;
+      this.d2 = d;
     } else this.more = (this.more ?? []).concat([c, d]);
     if (n > (this.bits & REACHED)) this.bits = (this.bits & ~REACHED) | n;
     if (offset > this.lastOffset) this.lastOffset = offset;
