@@ -10,7 +10,8 @@
  * filtered, the boot storm (every seat /devices/report then /boot-vars, wrk; the seats/s and the
  * time the whole fleet takes at that rate), and RSS after the storm. Separately, GET /operations
  * ?tail=100 and ?since=<middle> on an audit of 1,000,000 and 10,000,000 entries (median of 20).
- * Also a day of boot history (bootHistory): start-up before and after the first prune.
+ * Also a day of boot history (bootHistory): start-up before and after the first prune; and a
+ * week of healthy boots (bootWeek): start-up and RSS with every timeline full.
  *
  * SCALE_SIZES, SCALE_ENGINES and SCALE_AUDIT narrow a run (e.g. SCALE_SIZES=1000,10000).
  * Goals (issue 27) are printed beside the figures they apply to.
@@ -129,6 +130,7 @@ async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluste
     }
     Object.assign(row, await bootHistory(engine, n, env));
     if (engine === 'postgres') Object.assign(row, await twoControlPlanes(n, env));
+    Object.assign(row, await bootWeek(engine, n, env));
     return row;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -207,6 +209,61 @@ async function bootHistory(engine: 'file' | 'postgres', n: number, env: Record<s
   row.prunedRssMb = rssMb(q.proc.pid!);
   await stop(q.proc);
   return row;
+}
+
+/**
+ * A week of healthy boots: every seat booted 10 times, 12 hours apart (report, vars answered with
+ * its disk, the disk login), the most the boot timelines keep (10 a device) and what the prune
+ * keeps too: the boot history a running fleet restarts with. Replaces the store's boot events.
+ */
+async function bootWeek(engine: 'file' | 'postgres', n: number, env: Record<string, string>): Promise<Row> {
+  const boots = 10;
+  const end = Date.now() - 600_000;
+  const disk = (w: string) => `nqn.2026-07.com.controller:disk.${w}.win11`;
+  const initiator = (i: number) => `nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0000-1000-8000-${String(i).padStart(12, '0')}`;
+  if (engine === 'file') {
+    const fd = fs.openSync(path.join(env.IPXE_CP_STATE_DIR, 'boot-events.jsonl'), 'w');
+    let lines: string[] = [];
+    for (let k = boots - 1; k >= 0; k--) {
+      for (let i = 0; i < n; i++) {
+        const at = end - k * 12 * 3600_000 + i;
+        const [mac, worker] = [macOf(i), workerOf(i)];
+        lines.push(JSON.stringify({ at, mac, stage: 'report', node: 'bench', worker }) + '\n');
+        lines.push(JSON.stringify({ at: at + 40, mac, stage: 'vars', node: 'bench', worker, detail: { answer: 'disk', disk: disk(worker), transport: 'nvme-tcp', agent: 'agent-1' } }) + '\n');
+        lines.push(JSON.stringify({ at: at + 9000, mac, stage: 'disk', node: 'bench', worker, detail: { target: disk(worker), agent: 'agent-1', initiator: initiator(i) } }) + '\n');
+        if (lines.length > 30_000) fs.writeSync(fd, lines.join('')), (lines = []);
+      }
+    }
+    fs.writeSync(fd, lines.join(''));
+    fs.closeSync(fd);
+  } else {
+    const hex = (shift: number) => `lpad(to_hex((s >> ${shift}) & 255), 2, '0')`;
+    const w = `'seat-' || lpad(s::text, 5, '0')`;
+    const target = `'nqn.2026-07.com.controller:disk.' || ${w} || '.win11'`;
+    execFileSync('psql', ['-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', env.IPXE_CP_DATABASE_URL, '-c', `BEGIN;
+      DELETE FROM boot_events;
+      INSERT INTO boot_events (at, mac, stage, node, worker, detail)
+        SELECT to_timestamp((${end} - k * ${12 * 3600_000} + s + CASE st WHEN 0 THEN 0 WHEN 1 THEN 40 ELSE 9000 END) / 1000.0),
+               '02:00:' || ${hex(24)} || ':' || ${hex(16)} || ':' || ${hex(8)} || ':' || ${hex(0)},
+               (ARRAY['report', 'vars', 'disk'])[st + 1], 'bench', ${w},
+               CASE st WHEN 1 THEN jsonb_build_object('answer', 'disk', 'disk', ${target}, 'transport', 'nvme-tcp', 'agent', 'agent-1')
+                       WHEN 2 THEN jsonb_build_object('target', ${target}, 'agent', 'agent-1', 'initiator', 'nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0000-1000-8000-' || lpad(s::text, 12, '0')) END
+        FROM generate_series(${boots - 1}, 0, -1) k, generate_series(0, ${n - 1}) s, generate_series(0, 2) st
+        ORDER BY k DESC, s, st;
+      COMMIT;
+      ANALYZE boot_events;`]);
+  }
+  const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+  try {
+    const row = { weekEvents: (n * boots * 3) / 1000, weekStartMs: p.ms, weekRssMb: rssMb(p.proc.pid!) };
+    // The week is what the control plane holds: the last seat's 10 boots, each booted.
+    const r = await get(`${url}/boots?mac=${macOf(n - 1)}&limit=20`, { token: TOKEN });
+    const outcomes = (JSON.parse(r.body) as { items: { outcome: string }[] }).items.map((x) => x.outcome);
+    if (outcomes.length !== boots || outcomes.some((o) => o !== 'booted')) throw new Error(`a week of boots: the last seat shows ${JSON.stringify(outcomes)}`);
+    return row;
+  } finally {
+    await stop(p.proc);
+  }
 }
 
 /**
@@ -358,6 +415,9 @@ const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
   ['prunedEvents', 'boot events after the first prune (thousands)', 0],
   ['prunedStartMs', 'start-up after the first prune (ms)', 0],
   ['prunedRssMb', 'RSS after start after the first prune (MB)', 0],
+  ['weekEvents', 'boot events of a week of boots, 10 a seat, each to its disk (thousands)', 0],
+  ['weekStartMs', 'start-up with that week (ms)', 0],
+  ['weekRssMb', 'RSS after start with that week (MB)', 0],
 ];
 
 function printTable(title: string, sizes: number[], rows: Row[], metrics: typeof METRICS): void {
