@@ -101,7 +101,7 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       }
     });
     const now = this.clock.now().getTime();
-    await this.repo.load(now - BOOT_EVENT_RETENTION_MS, (e) => void this.apply(e, false));
+    await this.repo.load(now - BOOT_EVENT_RETENTION_MS, (e) => void this.apply(e, false, now));
     this.lastPrune = now - this.pruneEveryMs() + Math.min(FIRST_PRUNE_AFTER_MS, this.pruneEveryMs());
     this.timer = setInterval(() => void this.flush(), FLUSH_MS);
     this.timer.unref();
@@ -235,8 +235,11 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
     return this.settings.bootPolicy.stuck_after_seconds * 1000;
   }
 
-  /** Applies an event to its device's timeline; false when it belongs to no boot (dropped). */
-  private apply(e: BootEvent, local: boolean): boolean {
+  /**
+   * Applies an event to its device's timeline; false when it belongs to no boot (dropped). `now`:
+   * when events of the store are applied (replay, pull), for their deadlines.
+   */
+  private apply(e: BootEvent, local: boolean, now = 0): boolean {
     let t = this.timelines.get(e.mac);
     if (!t) {
       // The timeline lives as long as the device: its MAC must not be a view of the request's query.
@@ -244,10 +247,13 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       this.timelines.set(mac, (t = new BootTimeline(mac, SESSIONS_PER_DEVICE)));
     }
     const applied = this.applyTo(t, e, local);
-    // Keys kept past this event are the timeline's own MAC string (see above).
-    if (applied) this.deadlines.set(t.mac, e.at + this.stuckMs());
+    // Keys kept past this event are the timeline's own MAC string (see above). A stored event whose
+    // deadline has passed sets none (its change is this apply's): a replay of a week of boots
+    // would set 3 million at 100,000 seats, each a boxed number that lives to be promoted.
+    const deadline = e.at + this.stuckMs();
+    if (applied && (local || deadline > now)) this.deadlines.set(t.mac, deadline);
     if (t.looping) this.loopers.add(t.mac);
-    else this.loopers.delete(t.mac);
+    else if (this.loopers.size !== 0) this.loopers.delete(t.mac);
     return applied;
   }
 
@@ -357,7 +363,8 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       this.dropped = 0;
     }
     try {
-      for (const e of await this.repo.pull()) changed = this.apply(e, false) || changed;
+      const pulledAt = this.clock.now().getTime();
+      for (const e of await this.repo.pull()) changed = this.apply(e, false, pulledAt) || changed;
       const now = this.clock.now().getTime();
       if (now - this.lastPrune >= this.pruneEveryMs()) {
         this.lastPrune = now;
