@@ -137,6 +137,11 @@ async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluste
   }
 }
 
+/** Runs SQL on a database through psql (stops at the first error); its output, trimmed. */
+const psqlOn = (db: string, sql: string) => execFileSync('psql', ['-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', db, '-c', sql], { encoding: 'utf8' }).trim();
+/** SQL for macOf(s): a seat number `s` spelled as the bench's MAC. */
+const MAC_OF_SEAT_SQL = `'02:00:' || ${[24, 16, 8, 0].map((shift) => `lpad(to_hex((s >> ${shift}) & 255), 2, '0')`).join(" || ':' || ")}`;
+
 /**
  * A day of boot history: 1% of the fleet failing a boot every minute for 24 hours (a room whose
  * disks are gone), stored before the storm's events as the control plane stores them (files:
@@ -172,13 +177,12 @@ async function bootHistory(engine: 'file' | 'postgres', n: number, env: Record<s
       return k;
     };
   } else {
-    const psql = (sql: string) => execFileSync('psql', ['-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', env.IPXE_CP_DATABASE_URL, '-c', sql], { encoding: 'utf8' }).trim();
-    const hex = (shift: number) => `lpad(to_hex((s >> ${shift}) & 255), 2, '0')`;
+    const psql = (sql: string) => psqlOn(env.IPXE_CP_DATABASE_URL, sql);
     psql(`BEGIN;
       CREATE TEMP TABLE storm AS SELECT * FROM boot_events;
       DELETE FROM boot_events;
       INSERT INTO boot_events (at, mac, stage, node, worker, detail)
-        SELECT to_timestamp((first - m * 60000 + s + k) / 1000.0), '02:00:' || ${hex(24)} || ':' || ${hex(16)} || ':' || ${hex(8)} || ':' || ${hex(0)},
+        SELECT to_timestamp((first - m * 60000 + s + k) / 1000.0), ${MAC_OF_SEAT_SQL},
                CASE k WHEN 0 THEN 'report' ELSE 'vars' END, 'bench', 'seat-' || lpad(s::text, 5, '0'), CASE k WHEN 1 THEN '{"answer":"reboot","reason":"no disk"}'::jsonb END
         FROM (SELECT coalesce(extract(epoch FROM min(at)) * 1000, extract(epoch FROM now()) * 1000)::bigint AS first FROM storm) f,
              generate_series(1440, 1, -1) m, generate_series(0, ${seats - 1}) s, generate_series(0, 1) k
@@ -237,21 +241,20 @@ async function bootWeek(engine: 'file' | 'postgres', n: number, env: Record<stri
     fs.writeSync(fd, lines.join(''));
     fs.closeSync(fd);
   } else {
-    const hex = (shift: number) => `lpad(to_hex((s >> ${shift}) & 255), 2, '0')`;
     const w = `'seat-' || lpad(s::text, 5, '0')`;
     const target = `'nqn.2026-07.com.controller:disk.' || ${w} || '.win11'`;
-    execFileSync('psql', ['-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', env.IPXE_CP_DATABASE_URL, '-c', `BEGIN;
+    psqlOn(env.IPXE_CP_DATABASE_URL, `BEGIN;
       DELETE FROM boot_events;
       INSERT INTO boot_events (at, mac, stage, node, worker, detail)
         SELECT to_timestamp((${end} - k * ${12 * 3600_000} + s + CASE st WHEN 0 THEN 0 WHEN 1 THEN 40 ELSE 9000 END) / 1000.0),
-               '02:00:' || ${hex(24)} || ':' || ${hex(16)} || ':' || ${hex(8)} || ':' || ${hex(0)},
+               ${MAC_OF_SEAT_SQL},
                (ARRAY['report', 'vars', 'disk'])[st + 1], 'bench', ${w},
                CASE st WHEN 1 THEN jsonb_build_object('answer', 'disk', 'disk', ${target}, 'transport', 'nvme-tcp', 'agent', 'agent-1')
                        WHEN 2 THEN jsonb_build_object('target', ${target}, 'agent', 'agent-1', 'initiator', 'nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0000-1000-8000-' || lpad(s::text, 12, '0')) END
         FROM generate_series(${boots - 1}, 0, -1) k, generate_series(0, ${n - 1}) s, generate_series(0, 2) st
         ORDER BY k DESC, s, st;
       COMMIT;
-      ANALYZE boot_events;`]);
+      ANALYZE boot_events;`);
   }
   const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
   try {

@@ -201,7 +201,7 @@ export class BootService implements OnModuleInit {
     slot.set(host, { body: enc, note, restores: mac !== null && this.resets.restoresOnBoot(mac) });
     this.answersSize++;
     // One reference shared by every key; a new key's list is a literal of one (an empty array's
-    // first push reserves 17 slots: ~150 bytes a key, four keys an answer, at 100,000 seats).
+    // first push reserves 17 slots: ~150 bytes a key, three or four keys an answer, at 100,000 seats).
     const ref: [Slot, string | undefined] = [slot, host];
     for (const key of keys) {
       const refs = this.deps.get(key);
