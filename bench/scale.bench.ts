@@ -11,7 +11,9 @@
  * time the whole fleet takes at that rate), and RSS after the storm. Separately, GET /operations
  * ?tail=100 and ?since=<middle> on an audit of 1,000,000 and 10,000,000 entries (median of 20).
  * Also a day of boot history (bootHistory): start-up before and after the first prune; and a
- * week of healthy boots (bootWeek): start-up and RSS with every timeline full.
+ * week of healthy boots (bootWeek): start-up and RSS with every timeline full, replayed from the
+ * stored events (a start after a crash) and from the snapshot a clean stop leaves (a restart).
+ * The history and week starts replay: the snapshot is removed before them.
  *
  * SCALE_SIZES, SCALE_ENGINES and SCALE_AUDIT narrow a run (e.g. SCALE_SIZES=1000,10000).
  * Goals (issue 27) are printed beside the figures they apply to.
@@ -194,6 +196,7 @@ async function bootHistory(engine: 'file' | 'postgres', n: number, env: Record<s
   }
   const total = count();
   const row: Row = { historyEvents: total / 1000 };
+  dropSnapshot(env);
   const p = await startProcess(prod.script, { ...env, IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, `${url}/healthz`, prod.flags);
   try {
     row.historyStartMs = p.ms;
@@ -208,6 +211,7 @@ async function bootHistory(engine: 'file' | 'postgres', n: number, env: Record<s
     await stop(p.proc);
   }
   row.prunedEvents = count() / 1000;
+  dropSnapshot(env);
   const q = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
   row.prunedStartMs = q.ms;
   row.prunedRssMb = rssMb(q.proc.pid!);
@@ -256,18 +260,38 @@ async function bootWeek(engine: 'file' | 'postgres', n: number, env: Record<stri
       COMMIT;
       ANALYZE boot_events;`);
   }
-  const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
-  try {
-    const row = { weekEvents: (n * boots * 3) / 1000, weekStartMs: p.ms, weekRssMb: rssMb(p.proc.pid!) };
-    // The week is what the control plane holds: the last seat's 10 boots, each booted.
+  // The week is what the control plane holds: the last seat's 10 boots, each booted.
+  const check = async () => {
     const r = await get(`${url}/boots?mac=${macOf(n - 1)}&limit=20`, { token: TOKEN });
     const outcomes = (JSON.parse(r.body) as { items: { outcome: string }[] }).items.map((x) => x.outcome);
     if (outcomes.length !== boots || outcomes.some((o) => o !== 'booted')) throw new Error(`a week of boots: the last seat shows ${JSON.stringify(outcomes)}`);
-    return row;
+  };
+  const row: Row = { weekEvents: (n * boots * 3) / 1000 };
+  dropSnapshot(env);
+  const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+  try {
+    [row.weekStartMs, row.weekRssMb] = [p.ms, rssMb(p.proc.pid!)];
+    await check();
   } finally {
     await stop(p.proc);
   }
+  // Stopped cleanly, it left the timelines: a restart reads those instead of the week's events.
+  if (!fs.existsSync(snapshotOf(env))) throw new Error('a week of boots: the clean stop left no snapshot of the boot timelines');
+  const q = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+  try {
+    [row.weekRestartMs, row.weekRestartRssMb] = [q.ms, rssMb(q.proc.pid!)];
+    if (fs.existsSync(snapshotOf(env))) throw new Error('a week of boots: the restart did not take the snapshot');
+    await check();
+  } finally {
+    await stop(q.proc);
+  }
+  return row;
 }
+
+/** The boot timelines a clean stop leaves in the state directory (either engine). */
+const snapshotOf = (env: Record<string, string>) => path.join(env.IPXE_CP_STATE_DIR, 'boot-timelines.snapshot');
+/** Starts the next control plane without it: a replay of the stored events, what a start after a crash does. */
+const dropSnapshot = (env: Record<string, string>) => fs.rmSync(snapshotOf(env), { force: true });
 
 /**
  * The storm through two control planes on the one PostgreSQL database, one CPU each (this machine
@@ -421,6 +445,8 @@ const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
   ['weekEvents', 'boot events of a week of boots, 10 a seat, each to its disk (thousands)', 0],
   ['weekStartMs', 'start-up with that week (ms)', 0],
   ['weekRssMb', 'RSS after start with that week (MB)', 0],
+  ['weekRestartMs', 'start-up with that week after a clean stop (snapshot) (ms)', 0],
+  ['weekRestartRssMb', 'RSS after that restart (MB)', 0],
 ];
 
 function printTable(title: string, sizes: number[], rows: Row[], metrics: typeof METRICS): void {

@@ -1,5 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { BootSessionsService } from '../../src/control-plane/boots/boot-sessions.service';
 import { Clock } from '../../src/control-plane/common/clock';
 import { BootEvent, BootEventRepository, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
@@ -170,7 +172,12 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
     }
     const before = await boots('?limit=1000');
     await t.close();
+    // A clean shutdown leaves the timelines (either engine); the next start takes them and reads only what came after.
+    const snapshot = path.join(appDir, 'state', 'boot-timelines.snapshot');
+    expect(fs.readFileSync(snapshot, 'utf8').split('\n').filter(Boolean).length).toBe(1 + new Set(before.map((x: { mac: string }) => x.mac)).size);
     await start(appDir);
+    expect(fs.existsSync(snapshot)).toBe(false);
+    expect(t.app.get(BootSessionsService).startedFrom).toBe('snapshot');
     t.app.get(Clock).now = () => new Date(now);
     expect(await boots('?limit=1000')).toEqual(before);
   });

@@ -92,6 +92,71 @@ describe('BootSession packing', () => {
     );
   });
 
+  it('a snapshot line restores the same timeline, which goes on the same way (sessions, details shared, counted, loop and release)', () => {
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 40 }), fc.integer({ min: 1, max: 4 }), fc.nat(40), (events, keep, cut) => {
+        const live = new BootTimeline(MAC, keep);
+        let restored: BootTimeline | null = null;
+        let at = 1_764_800_000_000;
+        events.forEach((x, i) => {
+          at += x.gap;
+          const e: BootEvent = { at, mac: MAC, stage: x.stage, node: 'n1', ...(x.worker !== undefined ? { worker: x.worker } : {}), ...(x.detail ? { detail: { ...x.detail } } : {}) };
+          for (const t of restored ? [live, restored] : [live]) {
+            t.apply(e);
+            // What the service does besides: count outcomes, mark loops.
+            if (x.gap % 5 === 0) t.current?.countOnce();
+            if (x.gap % 7 === 0) t.looping = t.looping ? null : { since: at, reason: `r${i}` };
+          }
+          const line = live.snapshot();
+          const copy = BootTimeline.restore(line, keep);
+          expect(copy.snapshot()).toBe(line);
+          expect(copy.sessions.map((s) => [s.mac, s.started, s.stages, s.worker, s.failure, s.reached, s.last, s.held, s.waiting])).toEqual(
+            live.sessions.map((s) => [s.mac, s.started, s.stages, s.worker, s.failure, s.reached, s.last, s.held, s.waiting]),
+          );
+          expect([copy.looping, copy.releasedAt]).toEqual([live.looping, live.releasedAt]);
+          // Restored part-way, it follows the live one event for event.
+          if (i === cut) restored = copy;
+          if (restored) expect(restored.snapshot()).toBe(line);
+        });
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('a snapshot line keeps only the newest `keep` sessions, and one that snapshot() cannot have written is refused', () => {
+    const t = new BootTimeline(MAC, 10);
+    for (let i = 0; i < 6; i++) {
+      t.apply({ at: 1000 * i, mac: MAC, stage: 'report', node: 'n1', worker: 'w1' });
+      t.apply({ at: 1000 * i + 5, mac: MAC, stage: 'vars', node: 'n1', detail: { answer: 'disk', disk: 'iqn.x:w1' } });
+    }
+    const line = t.snapshot();
+    const three = BootTimeline.restore(line, 3);
+    expect(three.sessions.map((s) => s.started)).toEqual([3000, 4000, 5000]);
+    expect(three.sessions[1].detailOf('vars')).toBe(three.sessions[0].detailOf('vars'));
+    expect(three.sessions[1].worker).toBe('w1');
+    const row = JSON.parse(line) as unknown[];
+    const bad: [string, unknown[]][] = [
+      ['not JSON', []],
+      ['a MAC that is a number', [1, ...row.slice(1)]],
+      ['a detail that is not strings', [...row.slice(0, 3), [{ answer: 1 }], ...row.slice(4)]],
+      ['a stage past os', [...row.slice(0, 4), [0, 'w1', 0, 0, null, 6, -1]]],
+      ['a detail index out of range', [...row.slice(0, 4), [0, 'w1', 0, 0, null, 0, 1]]],
+      ['a negative start', [...row.slice(0, 4), [-1, 'w1', 0, 0, null, 0, -1]]],
+      ['sessions out of order', [...row.slice(0, 4), row[5], row[4]]],
+      ['a bad failure', [...row.slice(0, 4), [0, 'w1', 0, 0, ['vars', 'r'], 0, -1]]],
+    ];
+    const accepted = bad.filter(([why, r]) => {
+      try {
+        BootTimeline.restore(why === 'not JSON' ? line.slice(0, -1) : JSON.stringify(r), 10);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    expect(accepted.map(([why]) => why)).toEqual([]);
+    expect(BootTimeline.restore(JSON.stringify(row), 10).snapshot()).toBe(line);
+  });
+
   it("keeps one detail object for a device's repeated boots, a new one when it differs; counts a session once", () => {
     const t = new BootTimeline(MAC, 10);
     const worker = () => ['seat', '0001'].join('-');

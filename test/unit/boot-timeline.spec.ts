@@ -1,4 +1,11 @@
 import { Logger } from '@nestjs/common';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { AppConfig } from '../../src/control-plane/config/app-config';
+import { BootSnapshotFile } from '../../src/control-plane/repositories/boot-events/boot-snapshot-file';
+import { FileBootEventRepository } from '../../src/control-plane/repositories/boot-events/file-boot-event.repository';
+import { FileSystem } from '../../src/shared/files/file-system';
+import { tempDir } from '../helpers/app';
 import { BootEvent, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { BootTimeline, endedOutcome, outcomeOf } from '../../src/control-plane/boots/boot-timeline';
 import { BootSessionsService } from '../../src/control-plane/boots/boot-sessions.service';
@@ -10,6 +17,8 @@ const MAC = '02:00:00:00:00:01';
 const ev = (at: number, stage: BootEvent['stage'], detail?: Record<string, string>): BootEvent => ({ at, mac: MAC, stage, node: 'n1', ...(detail ? { detail } : {}) });
 const disk = { answer: 'disk', disk: 'iqn.2026-07.com.k:w1.ubuntu', transport: 'iscsi', agent: 'a' };
 const STUCK = 300_000;
+/** A store that never has a snapshot. */
+const NO_SNAPSHOT = { restore: () => Promise.resolve(false), saveSnapshot: () => Promise.resolve() };
 
 describe('boot timeline: sessions assembled from stage events', () => {
   it('one boot from report to os; a later report begins the next', () => {
@@ -119,7 +128,7 @@ describe('boot sessions service: loops', () => {
   const make = (action: 'hold' | 'keep-looping') => {
     let now = 1_000_000;
     const audits: unknown[] = [];
-    const repo = { load: () => Promise.resolve([]), append: () => Promise.resolve(), pull: () => Promise.resolve([]), prune: () => Promise.resolve() };
+    const repo = { load: () => Promise.resolve([]), append: () => Promise.resolve(), pull: () => Promise.resolve([]), prune: () => Promise.resolve(), ...NO_SNAPSHOT };
     const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: action, stuck_after_seconds: 300 } };
     const audit = { record: (op: string, f: unknown) => (audits.push({ op, ...(f as object) }), Promise.resolve()) };
     let onChange: (c: unknown) => void = () => undefined;
@@ -200,7 +209,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
   const audit = { record: () => Promise.resolve() };
   const store = { onBootChange: () => undefined };
   const service = (clock: { now: () => Date }, stored: BootEvent[], loaded: BootEvent[]) => {
-    const repo = { load: (_since: number, apply: (e: BootEvent) => void) => (loaded.forEach(apply), Promise.resolve()), append: (b: BootEvent[]) => (stored.push(...b), Promise.resolve()), pull: () => Promise.resolve([]), prune: () => Promise.resolve() };
+    const repo = { load: (_since: number, apply: (e: BootEvent) => void) => (loaded.forEach(apply), Promise.resolve()), append: (b: BootEvent[]) => (stored.push(...b), Promise.resolve()), pull: () => Promise.resolve([]), prune: () => Promise.resolve(), ...NO_SNAPSHOT };
     return new BootSessionsService(repo as never, settings as never, audit as never, clock as never, { nodeId: 'n1' } as never, store as never);
   };
   const view = (svc: BootSessionsService) => ({
@@ -269,7 +278,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
     expect(view(pruned)).toEqual(view(full));
     expect(view(pruned)).toEqual(view(svc));
     expect(pruned.held(HELD)).toBe(true);
-    await Promise.all([svc, full, pruned].map((x) => x.onApplicationShutdown()));
+    await Promise.all([svc, full, pruned].map((x) => x.beforeApplicationShutdown()));
   });
 
   it('prunes 5 minutes after start, then every IPXE_CP_BOOT_EVENT_PRUNE_SECONDS, with the timelines of that moment', async () => {
@@ -279,6 +288,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
       load: (_since: number, apply: (e: BootEvent) => void) => (apply(ev(now - 1000, 'report')), Promise.resolve()),
       append: () => Promise.resolve(),
       pull: () => Promise.resolve([]),
+      ...NO_SNAPSHOT,
       prune: (p: { before: number; cuts: Map<string, unknown> }) => (prunes.push({ at: now, before: p.before, macs: [...p.cuts.keys()] }), Promise.resolve()),
     };
     const svc = new BootSessionsService(repo as never, settings as never, audit as never, { now: () => new Date(now) } as never, { nodeId: 'n1', bootEventPruneSeconds: 3600 } as never, store as never);
@@ -289,7 +299,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
       await svc.flush();
     }
     expect(prunes).toEqual([300_000, 3_900_000].map((at) => ({ at: t0 + at, before: t0 + at - 7 * 86_400_000, macs: [MAC] })));
-    await svc.onApplicationShutdown();
+    await svc.beforeApplicationShutdown();
   });
 
   it('nothing within five minutes of now goes, however old the timelines say it is (other control planes may still be sending it)', async () => {
@@ -299,7 +309,122 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
     const spec = svc.pruneSpec(now);
     expect(spec.cuts.get(MAC)).toEqual({ before: now - 300_000 });
     expect(keptByPrune([ev(now - 60_000, 'vars'), ev(now - 400_000, 'vars'), ev(now - 8 * 86_400_000, 'release')], spec)).toEqual([ev(now - 60_000, 'vars')]);
-    await svc.onApplicationShutdown();
+    await svc.beforeApplicationShutdown();
+  });
+});
+
+describe('boot sessions service: the snapshot a clean shutdown leaves', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  const dir = tempDir('kurrent-boot-snapshot-');
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: 'hold', stuck_after_seconds: 300 } };
+  const audit = { record: () => Promise.resolve() };
+  const store = { onBootChange: () => undefined };
+  let now = 10_000_000_000;
+  const clock = { now: () => new Date(now) };
+  /** A control plane on the state directory, and how many stored events its start read. */
+  const controlPlane = (node: string) => {
+    const config = { stateDir: dir, nodeId: node, bootEventPruneSeconds: 3600 } as AppConfig;
+    const repo = new FileBootEventRepository(config, new FileSystem(), new BootSnapshotFile(config, new FileSystem()));
+    const read = { events: 0 };
+    const load = repo.load.bind(repo);
+    repo.load = (since, apply) => load(since, (e) => (read.events++, apply(e)));
+    return { svc: new BootSessionsService(repo, settings as never, audit as never, clock as never, config, store as never), read };
+  };
+  const view = (svc: BootSessionsService) => ({
+    sessions: svc.query({ limit: 1000 }).map((x) => sessionView(x.session, x.outcome, x.looping)),
+    looping: ['02:00:00:00:00:0a', '02:00:00:00:00:0b', '02:00:00:00:00:0c'].map((m) => [svc.looping(m), svc.held(m)]),
+  });
+  const snapshot = path.join(dir, 'boot-timelines.snapshot');
+
+  it('the next start reads the timelines and only the events after them, and sees what a replay of every event sees', async () => {
+    const a = controlPlane('n1').svc;
+    await a.onModuleInit();
+    const boot = (svc: BootSessionsService, mac: string, answer: string) => {
+      svc.seen({ mac, stage: 'report', worker: 'w1' });
+      svc.seen({ mac, stage: 'vars', worker: 'w1', detail: answer === 'disk' ? { answer, disk: 'iqn.x:w1.u', agent: 'a' } : { answer, reason: 'r' } });
+      if (answer === 'disk') svc.seen({ mac, stage: 'disk', worker: 'w1', detail: { target: 'iqn.x:w1.u', agent: 'a', initiator: 'i' } });
+    };
+    for (let i = 0; i < 12; i++) {
+      now += 30_000;
+      boot(a, '02:00:00:00:00:0a', 'disk');
+      boot(a, '02:00:00:00:00:0b', 'reboot');
+      if (i < 4) boot(a, '02:00:00:00:00:0c', 'reboot');
+      if (i === 5) await a.release('02:00:00:00:00:0c', 'op');
+    }
+    // One boot left in progress: its stuck deadline comes back too.
+    a.seen({ mac: '02:00:00:00:00:0a', stage: 'report', worker: 'w1' });
+    expect(a.held('02:00:00:00:00:0b')).toBe(true);
+    const before = view(a);
+    await a.beforeApplicationShutdown();
+    expect(fs.existsSync(snapshot)).toBe(true);
+
+    // Another control plane's events after the shutdown (PostgreSQL's case; the file stands in for it).
+    const tail = new FileBootEventRepository({ stateDir: dir } as AppConfig, new FileSystem(), new BootSnapshotFile({ stateDir: dir } as AppConfig, new FileSystem()));
+    await tail.load(0, () => undefined);
+    now += 1000;
+    await tail.append([{ at: now, mac: '02:00:00:00:00:0c', stage: 'report', node: 'n2', worker: 'w1' }]);
+
+    const b = controlPlane('n1');
+    await b.svc.onModuleInit();
+    expect([b.read.events, b.svc.startedFrom]).toEqual([1, 'snapshot']);
+    expect(fs.existsSync(snapshot)).toBe(false);
+    const replay = controlPlane('n1');
+    await replay.svc.onModuleInit();
+    expect(replay.read.events).toBe(fs.readFileSync(path.join(dir, 'boot-events.jsonl'), 'utf8').split('\n').length - 1);
+    expect(view(b.svc)).toEqual(view(replay.svc));
+    expect(view(b.svc).sessions.filter((x) => x.started_at !== new Date(now).toISOString())).toEqual(before.sessions);
+    Object.assign(replay.svc, { loaded: false }); // it leaves no snapshot of its own
+    await replay.svc.beforeApplicationShutdown();
+    // The boot left in progress turns stuck after the quiet period, in both.
+    now += STUCK + 1000;
+    expect(b.svc.latest('02:00:00:00:00:0a')?.outcome).toBe('stuck');
+    expect(b.svc.held('02:00:00:00:00:0b')).toBe(true);
+
+    // It goes on from there: a release, more boots, a second restart.
+    await b.svc.release('02:00:00:00:00:0b', 'op');
+    boot(b.svc, '02:00:00:00:00:0b', 'disk');
+    const again = view(b.svc);
+    await b.svc.beforeApplicationShutdown();
+    const c = controlPlane('n1');
+    await c.svc.onModuleInit();
+    expect([c.read.events, c.svc.startedFrom]).toEqual([0, 'snapshot']);
+    expect(view(c.svc)).toEqual(again);
+    await c.svc.beforeApplicationShutdown();
+  });
+
+  it('a snapshot the store no longer fits (a prune rewrote the file), one older than the retention, or a torn one is not used: the events are replayed', async () => {
+    now += 60_000;
+    const a = controlPlane('n1');
+    await a.svc.onModuleInit();
+    a.svc.seen({ mac: '02:00:00:00:00:0a', stage: 'report', worker: 'w1' });
+    const want = view(a.svc);
+    await a.svc.beforeApplicationShutdown();
+    const file = path.join(dir, 'boot-events.jsonl');
+    const events = fs.readFileSync(file, 'utf8');
+    const whole = fs.readFileSync(snapshot, 'utf8');
+    const spoil: [string, () => void][] = [
+      ['rewritten', () => fs.writeFileSync(file, events.split('\n').slice(1).join('\n'))],
+      ['older than the retention', () => (now += 7 * 86_400_000 + 1)],
+      ['torn', () => fs.writeFileSync(snapshot, whole.slice(0, -20))],
+      ['not ours', () => fs.writeFileSync(snapshot, 'hello\n' + whole)],
+    ];
+    for (const [why, act] of spoil) {
+      fs.writeFileSync(file, events);
+      fs.writeFileSync(snapshot, whole);
+      const t0 = now;
+      act();
+      const b = controlPlane('n1');
+      await b.svc.onModuleInit();
+      expect([why, fs.existsSync(snapshot), b.svc.startedFrom]).toEqual([why, false, 'events']);
+      // Older than the retention: so are its events, and nothing is left.
+      if (why === 'older than the retention') expect(view(b.svc).sessions).toEqual([]);
+      else expect([why, b.read.events > 0]).toEqual([why, true]);
+      if (why === 'torn' || why === 'not ours') expect(view(b.svc)).toEqual(want);
+      Object.assign(b.svc, { loaded: false });
+      await b.svc.beforeApplicationShutdown();
+      now = t0;
+    }
   });
 });
 

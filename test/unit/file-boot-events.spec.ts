@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AppConfig } from '../../src/control-plane/config/app-config';
 import { BootEvent, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { BootSnapshotFile } from '../../src/control-plane/repositories/boot-events/boot-snapshot-file';
 import { FileBootEventRepository } from '../../src/control-plane/repositories/boot-events/file-boot-event.repository';
 import { FileSystem } from '../../src/shared/files/file-system';
 import { tempDir } from '../helpers/app';
@@ -10,7 +11,7 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
   const dir = tempDir('kurrent-boot-events-');
   const file = path.join(dir, 'boot-events.jsonl');
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const repo = () => new FileBootEventRepository({ stateDir: dir } as AppConfig, new FileSystem());
+  const repo = () => new FileBootEventRepository({ stateDir: dir } as AppConfig, new FileSystem(), new BootSnapshotFile({ stateDir: dir } as AppConfig, new FileSystem()));
   const loaded = async (r: FileBootEventRepository, since: number) => {
     const out: BootEvent[] = [];
     await r.load(since, (e) => out.push(e));
@@ -61,6 +62,40 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
     // Past the retention: rewritten whatever the timelines hold.
     await r.prune({ before: 1_000_000 + 29_000, cuts: new Map(), held: 1_000_000 });
     expect(await loaded(repo(), 0)).toEqual(kept.filter((e) => e.at >= 1_000_000 + 29_000));
+  });
+
+  it('a snapshot stands at the position of its moment, after appends, a torn line cut off, and a prune rewrite alike', async () => {
+    // `take` sees the snapshot's lines; the load that follows reads what came after it.
+    const restart = async (since = 0) => {
+      const r = repo();
+      const lines: string[] = [];
+      const used = await r.restore(since, (l) => lines.push(l));
+      return { r, used, lines, events: await loaded(r, since) };
+    };
+    fs.writeFileSync(file, text + '{"at":');
+    const a = repo();
+    await loaded(a, 0); // cuts the torn line
+    await a.append(events.slice(0, 2).map((e) => ({ ...e, at: e.at + 50_000 })));
+    await a.saveSnapshot(2_000_000, 'n1', ['["t1"]', '["t2"]']);
+    await a.append([{ ...events[2], at: 1_060_000, node: 'n2' }, { ...events[3], at: 1_060_001, node: 'n1' }]);
+    const b = await restart();
+    // The writer's own events after its snapshot are in it already (PostgreSQL's case): not read again.
+    expect([b.used, b.lines, b.events]).toEqual([true, ['["t1"]', '["t2"]'], [{ ...events[2], at: 1_060_000, node: 'n2' }]]);
+    // A prune rewrite by the same repository moves the position with it.
+    await b.r.prune({ before: 1_000_000 + 29_000, cuts: new Map(), held: 0 });
+    await b.r.saveSnapshot(2_000_000, 'n1', ['["t3"]']);
+    const c = await restart();
+    expect([c.used, c.lines, c.events]).toEqual([true, ['["t3"]'], []]);
+    // The same position in a file of another history (rewritten by someone else, or a backup restored): not used.
+    await c.r.saveSnapshot(2_000_000, 'n1', ['["t4"]']);
+    fs.writeFileSync(file + '.new', fs.readFileSync(file, 'utf8').replace('"vars"', '"menu"'));
+    fs.renameSync(file + '.new', file);
+    const d = await restart();
+    expect([d.used, d.lines.length, d.events.length > 1000]).toEqual([false, 0, true]);
+    // Older than the retention cut: not used.
+    await d.r.saveSnapshot(2_000_000, 'n1', ['["t5"]']);
+    const e = await restart(2_000_001);
+    expect([e.used, e.lines]).toEqual([false, []]);
   });
 
   it('a missing file is no events', async () => {

@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import { Clock } from '../common/clock';
 import { EventBudget, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
@@ -56,7 +56,7 @@ export interface BootQuery {
  * an operator releases it.
  */
 @Injectable()
-export class BootSessionsService implements OnModuleInit, OnApplicationShutdown {
+export class BootSessionsService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly log = new Logger('BootSessions');
   private readonly timelines = new Map<string, BootTimeline>();
   private pending: BootEvent[] = [];
@@ -78,6 +78,10 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
   /** When each boot in progress would turn stuck if nothing more came (the change feed hears of it then). */
   private readonly deadlines = new Map<string, number>();
   private readonly changeListeners: (() => void)[] = [];
+  /** The timelines are whole (a start that failed half-way must leave no snapshot of half of them). */
+  private loaded = false;
+  /** How this start got its timelines: the snapshot of the last clean shutdown (and the events after it), or every stored event. */
+  startedFrom: 'snapshot' | 'events' = 'events';
 
   constructor(
     private readonly repo: BootEventRepository,
@@ -101,15 +105,56 @@ export class BootSessionsService implements OnModuleInit, OnApplicationShutdown 
       }
     });
     const now = this.clock.now().getTime();
-    await this.repo.load(now - BOOT_EVENT_RETENTION_MS, (e) => void this.apply(e, false, now));
+    const since = now - BOOT_EVENT_RETENTION_MS;
+    await this.restore(since, now);
+    await this.repo.load(since, (e) => void this.apply(e, false, now));
+    this.loaded = true;
     this.lastPrune = now - this.pruneEveryMs() + Math.min(FIRST_PRUNE_AFTER_MS, this.pruneEveryMs());
     this.timer = setInterval(() => void this.flush(), FLUSH_MS);
     this.timer.unref();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  /** Before Database closes its pool (PostgreSQL): the last events, then the snapshot of the timelines. */
+  async beforeApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     await this.flush();
+    // A boot seen during the last write is written too; with the store down, no snapshot (the next start replays what it has).
+    if (this.pending.length) await this.flush();
+    if (this.loaded && !this.pending.length) await this.saveSnapshot();
+  }
+
+  /** The timelines of a snapshot the last clean shutdown left, when the store still fits it; else none (a replay). */
+  private async restore(since: number, now: number): Promise<void> {
+    const stuckMs = this.stuckMs();
+    try {
+      const used = await this.repo.restore(since, (line) => {
+        const t = BootTimeline.restore(line, SESSIONS_PER_DEVICE);
+        this.timelines.set(t.mac, t);
+        if (t.looping) this.loopers.add(t.mac);
+        const s = t.current;
+        if (s && s.last + stuckMs > now) this.deadlines.set(t.mac, s.last + stuckMs);
+      });
+      if (used) {
+        this.startedFrom = 'snapshot';
+        this.log.log(`boot timelines of ${this.timelines.size} devices restored from the snapshot of the last shutdown`);
+      }
+    } catch (e) {
+      this.log.warn(`the boot timeline snapshot is not usable (${(e as Error).message}): replaying the stored events`);
+      this.timelines.clear();
+      this.loopers.clear();
+      this.deadlines.clear();
+    }
+  }
+
+  /** Snapshot of every timeline, with the store's position of this same moment (nothing awaited in between). */
+  private async saveSnapshot(): Promise<void> {
+    const lines: string[] = [];
+    for (const t of this.timelines.values()) lines.push(t.snapshot());
+    try {
+      await this.repo.saveSnapshot(this.clock.now().getTime(), this.config.nodeId, lines);
+    } catch (e) {
+      this.log.warn(`boot timeline snapshot not written (the next start replays the stored events): ${(e as Error).message}`);
+    }
   }
 
   /** Called with a MAC whose hold began or ended: its cached boot answers are stale. */

@@ -4,6 +4,7 @@ import { AuditRepository } from './audit/audit.repository';
 import { FileAuditRepository } from './audit/file-audit.repository';
 import { PgAuditRepository } from './audit/pg-audit.repository';
 import { BootEventRepository } from './boot-events/boot-event.repository';
+import { BootSnapshotFile } from './boot-events/boot-snapshot-file';
 import { FileBootEventRepository } from './boot-events/file-boot-event.repository';
 import { PgBootEventRepository } from './boot-events/pg-boot-event.repository';
 import { CacheFreshness } from './cache-freshness';
@@ -47,7 +48,7 @@ const REPOSITORIES: [abstract new (...a: never[]) => unknown, Type, Type][] = [
 export class RepositoriesModule {
   static forEngine(engine: StoreEngine): DynamicModule {
     const pick = engine === 'postgres' ? 2 : 1;
-    const providers: Provider[] = [FileSystem];
+    const providers: Provider[] = [FileSystem, BootSnapshotFile];
     if (engine === 'postgres') providers.push(Database);
     for (const row of REPOSITORIES) {
       const impl = row[pick] as Type;

@@ -76,8 +76,8 @@ export class FileSystem {
     }
   }
 
-  /** readChunksSync off the event loop (each read is awaited; the buffer is reused between chunks). */
-  async readChunks(file: string, onChunk: (bytes: Buffer) => void, chunkBytes = 1 << 20): Promise<boolean> {
+  /** readChunksSync off the event loop (each read is awaited; the buffer is reused between chunks), from byte `start`. */
+  async readChunks(file: string, onChunk: (bytes: Buffer) => void, chunkBytes = 1 << 20, start = 0): Promise<boolean> {
     let handle: fsp.FileHandle;
     try {
       handle = await fsp.open(file, 'r');
@@ -87,9 +87,10 @@ export class FileSystem {
     }
     try {
       const buf = Buffer.allocUnsafeSlow(chunkBytes);
-      for (;;) {
-        const { bytesRead } = await handle.read(buf, 0, chunkBytes, null);
+      for (let at = start; ; ) {
+        const { bytesRead } = await handle.read(buf, 0, chunkBytes, at);
         if (bytesRead === 0) return true;
+        at += bytesRead;
         onChunk(buf.subarray(0, bytesRead));
       }
     } finally {

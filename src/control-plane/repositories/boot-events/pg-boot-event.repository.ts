@@ -2,11 +2,18 @@ import { Injectable } from '@nestjs/common';
 import { AppConfig } from '../../config/app-config';
 import { Database, LOCK } from '../pg/database';
 import { BootEvent, BootEventPrune, BootEventRepository } from './boot-event.repository';
+import { BootSnapshotFile } from './boot-snapshot-file';
 
 /** Events read per query at start. */
 const LOAD_PAGE = 50_000;
 /** Rows a prune deletes per statement (well under the statement timeout at millions of rows). */
 const PRUNE_BATCH = 100_000;
+
+/** Where a snapshot stands: the newest event read then (the MAC tells another database's row of that id from it). */
+interface PgPosition {
+  id: string;
+  mac: string | null;
+}
 
 interface Row {
   id: string;
@@ -26,6 +33,8 @@ interface Row {
 @Injectable()
 export class PgBootEventRepository extends BootEventRepository {
   private cursor = '0';
+  /** The MAC of the event at `cursor`. */
+  private cursorMac: string | null = null;
   /** LOAD_PAGE and PRUNE_BATCH; a test sets them lower to see the pages and batches. */
   loadPage = LOAD_PAGE;
   pruneBatch = PRUNE_BATCH;
@@ -33,8 +42,9 @@ export class PgBootEventRepository extends BootEventRepository {
   constructor(
     private readonly db: Database,
     private readonly config: AppConfig,
+    snapshots: BootSnapshotFile,
   ) {
-    super();
+    super(snapshots);
   }
 
   /**
@@ -43,21 +53,42 @@ export class PgBootEventRepository extends BootEventRepository {
    * timeout, and the control plane could not start (bench:scale, a day of a looping room).
    */
   async load(since: number, apply: (e: BootEvent) => void): Promise<void> {
+    const resume = this.resumeAfter?.cursor as PgPosition | undefined;
+    // '' is no control plane's id (IPXE_CP_NODE_ID is 1-100 characters).
+    const writer = this.resumeAfter?.node ?? '';
+    this.resumeAfter = null;
     await this.db.init();
-    const top = await this.db.query<{ id: string | null }>('SELECT max(id)::text AS id FROM boot_events');
-    const last = top.rows[0].id ?? '0';
-    for (let after = '0'; ; ) {
-      const r = await this.db.query<Row>('SELECT id, at, mac, stage, node, worker, detail FROM boot_events WHERE id > $1 AND id <= $2 AND at >= $3 ORDER BY id LIMIT $4', [
+    // Ordered by the column, not by its text (ORDER BY id would sort the output column: '9' after '12').
+    const top = await this.db.query<{ id: string; mac: string }>('SELECT id::text AS id, mac FROM boot_events ORDER BY boot_events.id DESC LIMIT 1');
+    const last = top.rows[0]?.id ?? '0';
+    for (let after = resume?.id ?? '0'; ; ) {
+      const r = await this.db.query<Row>('SELECT id, at, mac, stage, node, worker, detail FROM boot_events WHERE id > $1 AND id <= $2 AND at >= $3 AND node <> $5 ORDER BY id LIMIT $4', [
         after,
         last,
         new Date(since),
         this.loadPage,
+        writer,
       ]);
       for (const row of r.rows) apply(toEvent(row));
       if (r.rows.length < this.loadPage) break;
       after = r.rows[r.rows.length - 1].id;
     }
     this.cursor = last;
+    this.cursorMac = top.rows[0]?.mac ?? null;
+  }
+
+  protected position(): PgPosition {
+    return { id: this.cursor, mac: this.cursorMac };
+  }
+
+  /** The event at the position is still there, with its MAC: the same database, not pruned past it. */
+  protected async stands(cursor: unknown): Promise<boolean> {
+    const c = cursor as PgPosition;
+    if (!c || typeof c.id !== 'string' || !/^\d{1,19}$/.test(c.id) || !(c.mac === null || typeof c.mac === 'string')) return false;
+    await this.db.init();
+    if (c.id === '0') return true;
+    const r = await this.db.query('SELECT 1 FROM boot_events WHERE id = $1 AND mac = $2', [c.id, c.mac]);
+    return r.rows.length === 1;
   }
 
   async append(events: BootEvent[]): Promise<void> {
@@ -75,7 +106,7 @@ export class PgBootEventRepository extends BootEventRepository {
 
   async pull(): Promise<BootEvent[]> {
     const r = await this.db.query<Row>('SELECT id, at, mac, stage, node, worker, detail FROM boot_events WHERE id > $1 ORDER BY id LIMIT 20000', [this.cursor]);
-    if (r.rows.length) this.cursor = r.rows[r.rows.length - 1].id;
+    if (r.rows.length) [this.cursor, this.cursorMac] = [r.rows[r.rows.length - 1].id, r.rows[r.rows.length - 1].mac];
     return r.rows.filter((x) => x.node !== this.config.nodeId).map(toEvent);
   }
 
