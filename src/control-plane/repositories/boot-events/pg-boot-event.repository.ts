@@ -15,9 +15,15 @@ interface PgPosition {
   mac: string | null;
 }
 
+/**
+ * The columns of an event; its time as ms since the epoch (floor: what a Date of the timestamp
+ * held), which spares the driver's timestamp parser 3 million Dates on a week's replay.
+ */
+const COLUMNS = 'id, floor(extract(epoch FROM at) * 1000)::float8 AS at, mac, stage, node, worker, detail';
+
 interface Row {
   id: string;
-  at: Date;
+  at: number;
   mac: string;
   stage: BootEvent['stage'];
   node: string;
@@ -62,7 +68,7 @@ export class PgBootEventRepository extends BootEventRepository {
     const top = await this.db.query<{ id: string; mac: string }>('SELECT id::text AS id, mac FROM boot_events ORDER BY boot_events.id DESC LIMIT 1');
     const last = top.rows[0]?.id ?? '0';
     for (let after = resume?.id ?? '0'; ; ) {
-      const r = await this.db.query<Row>('SELECT id, at, mac, stage, node, worker, detail FROM boot_events WHERE id > $1 AND id <= $2 AND at >= $3 AND node <> $5 ORDER BY id LIMIT $4', [
+      const r = await this.db.query<Row>(`SELECT ${COLUMNS} FROM boot_events WHERE id > $1 AND id <= $2 AND at >= $3 AND node <> $5 ORDER BY id LIMIT $4`, [
         after,
         last,
         new Date(since),
@@ -105,7 +111,7 @@ export class PgBootEventRepository extends BootEventRepository {
   }
 
   async pull(): Promise<BootEvent[]> {
-    const r = await this.db.query<Row>('SELECT id, at, mac, stage, node, worker, detail FROM boot_events WHERE id > $1 ORDER BY id LIMIT 20000', [this.cursor]);
+    const r = await this.db.query<Row>(`SELECT ${COLUMNS} FROM boot_events WHERE id > $1 ORDER BY id LIMIT 20000`, [this.cursor]);
     if (r.rows.length) [this.cursor, this.cursorMac] = [r.rows[r.rows.length - 1].id, r.rows[r.rows.length - 1].mac];
     return r.rows.filter((x) => x.node !== this.config.nodeId).map(toEvent);
   }
@@ -147,5 +153,5 @@ export class PgBootEventRepository extends BootEventRepository {
 }
 
 function toEvent(r: Row): BootEvent {
-  return { at: r.at.getTime(), mac: r.mac, stage: r.stage, node: r.node, ...(r.worker ? { worker: r.worker } : {}), ...(r.detail ? { detail: r.detail } : {}) };
+  return { at: r.at, mac: r.mac, stage: r.stage, node: r.node, ...(r.worker ? { worker: r.worker } : {}), ...(r.detail ? { detail: r.detail } : {}) };
 }
