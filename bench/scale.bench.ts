@@ -443,9 +443,9 @@ const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
   ['prunedStartMs', 'start-up after the first prune (ms)', 0],
   ['prunedRssMb', 'RSS after start after the first prune (MB)', 0],
   ['weekEvents', 'boot events of a week of boots, 10 a seat, each to its disk (thousands)', 0],
-  ['weekStartMs', 'start-up with that week (ms)', 0],
+  ['weekStartMs', 'start-up with that week: the replay, as after a crash (ms)', 0],
   ['weekRssMb', 'RSS after start with that week (MB)', 0],
-  ['weekRestartMs', 'start-up with that week after a clean stop (snapshot) (ms)', 0],
+  ['weekRestartMs', 'start-up with that week after a clean stop: the snapshot (ms)', 0],
   ['weekRestartRssMb', 'RSS after that restart (MB)', 0],
 ];
 
