@@ -1,4 +1,4 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BootSessionsService } from '../../src/control-plane/boots/boot-sessions.service';
@@ -6,7 +6,7 @@ import { Clock } from '../../src/control-plane/common/clock';
 import { BootEvent, BootEventRepository, keptByPrune } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
 import { makeFile, spawnAgent, Tgtd } from '../helpers/agent';
-import { startApp, tempDir, TestApp } from '../helpers/app';
+import { onPostgres, startApp, tempDir, TestApp } from '../helpers/app';
 import { until } from '../helpers/poll';
 
 const off = process.pid % 500;
@@ -178,6 +178,27 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
     await start(appDir);
     expect(fs.existsSync(snapshot)).toBe(false);
     expect(t.app.get(BootSessionsService).startedFrom).toBe('snapshot');
+    t.app.get(Clock).now = () => new Date(now);
+    expect(await boots('?limit=1000')).toEqual(before);
+
+    // A store the snapshot no longer fits (files: the events file replaced by a copy, as by a
+    // restored backup; PostgreSQL: the same rows under new ids): the start replays, and sees the same.
+    const db = t.env.IPXE_CP_DATABASE_URL;
+    await t.close();
+    expect(fs.existsSync(snapshot)).toBe(true);
+    if (onPostgres()) {
+      execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', db, '-c', `BEGIN;
+        CREATE TEMP TABLE copied AS SELECT row_number() OVER (ORDER BY id) AS n, at, mac, stage, node, worker, detail FROM boot_events;
+        DELETE FROM boot_events;
+        INSERT INTO boot_events (at, mac, stage, node, worker, detail) SELECT at, mac, stage, node, worker, detail FROM copied ORDER BY n;
+        COMMIT;`]);
+    } else {
+      const events = path.join(appDir, 'state', 'boot-events.jsonl');
+      fs.copyFileSync(events, `${events}.copy`);
+      fs.renameSync(`${events}.copy`, events);
+    }
+    await start(appDir);
+    expect([fs.existsSync(snapshot), t.app.get(BootSessionsService).startedFrom]).toEqual([false, 'events']);
     t.app.get(Clock).now = () => new Date(now);
     expect(await boots('?limit=1000')).toEqual(before);
   });
