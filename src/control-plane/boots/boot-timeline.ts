@@ -81,17 +81,21 @@ export class BootSession {
   /** Each stage once, at its first time, in the order seen (built on each read: for views). */
   get stages(): StageMark[] {
     const out: StageMark[] = [];
-    const add = (c: number, detail: Detail | null) => {
+    this.eachMark((c, detail) => {
       const stage = BOOT_STAGES[stageOf(c)];
       const at = this.started + offsetOf(c);
       out.push(detail ? { stage, at, detail } : { stage, at });
-    };
-    if (this.m0 >= 0) add(this.m0, this.d0);
-    if (this.m1 >= 0) add(this.m1, this.d1);
-    if (this.m2 >= 0) add(this.m2, this.d2);
-    const more = this.more ?? [];
-    for (let i = 0; i < more.length; i += 2) add(more[i] as number, more[i + 1] as Detail | null);
+    });
     return out;
+  }
+
+  /** Each marked stage's code and detail, in the order marked. */
+  private eachMark(fn: (c: number, detail: Detail | null) => void): void {
+    if (this.m0 >= 0) fn(this.m0, this.d0);
+    if (this.m1 >= 0) fn(this.m1, this.d1);
+    if (this.m2 >= 0) fn(this.m2, this.d2);
+    const more = this.more ?? [];
+    for (let i = 0; i < more.length; i += 2) fn(more[i] as number, more[i + 1] as Detail | null);
   }
 
   has(stage: BootStage): boolean {
@@ -156,12 +160,7 @@ export class BootSession {
   pack(detailIndex: (d: Detail) => number): unknown[] {
     const f = this.failure;
     const row: unknown[] = [this.started, this.worker ?? null, this.bits, this.lastOffset, f ? [f.stage, f.reason, f.answer] : null];
-    const add = (c: number, d: Detail | null) => row.push(c, d ? detailIndex(d) : -1);
-    if (this.m0 >= 0) add(this.m0, this.d0);
-    if (this.m1 >= 0) add(this.m1, this.d1);
-    if (this.m2 >= 0) add(this.m2, this.d2);
-    const more = this.more ?? [];
-    for (let i = 0; i < more.length; i += 2) add(more[i] as number, more[i + 1] as Detail | null);
+    this.eachMark((c, d) => row.push(c, d ? detailIndex(d) : -1));
     return row;
   }
 
