@@ -112,6 +112,20 @@ describe('devices (section 16)', () => {
       expect(bad.body.message).toContain('state');
     });
 
+    it('writes a list longer than one slice (500) as one JSON array, every device once, in ledger order', async () => {
+      const macs = Array.from({ length: 1_234 }, (_, i) => `02:10:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`);
+      expect((await t.req('POST', '/devices/import', { entries: macs.map((mac) => ({ mac })) })).status).toBe(200);
+      await t.req('POST', '/workers', { worker_id: 'w1', mac: macs[700] });
+      const all = await t.req('GET', '/devices');
+      expect(all.headers['content-type']).toBe('application/json; charset=utf-8');
+      expect(all.body.map((d: any) => d.mac)).toEqual(macs);
+      expect(JSON.parse(all.text)).toEqual(all.body);
+      const pooled = (await t.req('GET', '/devices?state=pooled')).body.map((d: any) => d.mac);
+      expect(pooled).toEqual(macs.filter((m) => m !== macs[700]));
+      const workers = await t.req('GET', '/workers');
+      expect(workers.body).toEqual([expect.objectContaining({ worker_id: 'w1', mac: macs[700] })]);
+    });
+
     it('404 for an unknown device, 400 for a malformed MAC in the path', async () => {
       expect((await t.req('GET', '/devices/02:00:00:00:00:09')).status).toBe(404);
       const r = await t.req('GET', '/devices/not-a-mac');

@@ -1,4 +1,4 @@
-import { Body, Controller, Delete, Get, Header, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, Header, HttpCode, Param, Post, Query, StreamableFile } from '@nestjs/common';
 import { ApiOkResponse, ApiProduces, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { Public } from '../../shared/http/auth.guard';
@@ -67,8 +67,9 @@ export class DevicesController {
 
   /** Device pool, optionally filtered by state. */
   @ApiErrors(400)
+  @ApiOkResponse({ type: DeviceDto, isArray: true })
   @Get()
-  list(@Query() q: ListDevicesQueryDto): DeviceDto[] {
+  list(@Query() q: ListDevicesQueryDto): StreamableFile {
     return this.devices.list(q.state);
   }
 

@@ -1,8 +1,9 @@
 import { BootSessionsService } from '../boots/boot-sessions.service';
 import { BootsService } from '../boots/boots.service';
 import { BootSessionDto } from '../boots/dto/boot-session.dto';
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, StreamableFile } from '@nestjs/common';
 import { badRequest, conflict, notFound } from '../../shared/http/api-error';
+import { jsonArrayStream } from '../../shared/http/json-array-stream';
 import { Clock } from '../common/clock';
 import { EventBudget, OncePer, UNAUTHENTICATED_AUDITS_PER_MINUTE } from '../common/once-per';
 import { parsePubkey, ParsedKey } from '../common/device-key';
@@ -249,10 +250,11 @@ export class DevicesService {
     });
   }
 
-  list(state: string = 'all'): DeviceDto[] {
-    const out: DeviceDto[] = [];
-    for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) out.push(this.view(d));
-    return out;
+  /** GET /devices: the pool as it stands now, written out a slice at a time (a DeviceDto array). */
+  list(state: string = 'all'): StreamableFile {
+    const picked: DeviceRecord[] = [];
+    for (const d of this.store.read().devices.values()) if (state === 'all' || d.state === state) picked.push(d);
+    return jsonArrayStream(picked, (d) => this.view(d));
   }
 
   /**

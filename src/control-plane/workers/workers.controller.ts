@@ -1,5 +1,5 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query } from '@nestjs/common';
-import { ApiTags } from '@nestjs/swagger';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query, StreamableFile } from '@nestjs/common';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../../shared/http/api-errors.decorator';
 import { ClientIp } from '../common/client-ip.decorator';
 import { BatchCreateWorkersDto, BatchCreateWorkersResultDto } from './dto/batch-workers.dto';
@@ -100,8 +100,9 @@ export class WorkersController {
 
   /** All workers, with the bound device projected as mac / bound_device. */
   @ApiErrors()
+  @ApiOkResponse({ type: WorkerDto, isArray: true })
   @Get()
-  list(): WorkerDto[] {
+  list(): StreamableFile {
     return this.workers.list();
   }
 

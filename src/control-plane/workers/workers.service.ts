@@ -1,7 +1,8 @@
 import { BootsService } from '../boots/boots.service';
 import { BootService } from '../boot/boot.service';
 import { randomBytes } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, StreamableFile } from '@nestjs/common';
+import { jsonArrayStream } from '../../shared/http/json-array-stream';
 import { badRequest, conflict, notFound, unprocessable } from '../../shared/http/api-error';
 import { Clock } from '../common/clock';
 import { normalizeId, normalizeMac } from '../../shared/mac';
@@ -56,9 +57,10 @@ export class WorkersService {
     };
   }
 
-  list(): WorkerDto[] {
+  /** GET /workers: every worker as it stands now, written out a slice at a time (a WorkerDto array). */
+  list(): StreamableFile {
     const bound = this.store.read().boundMacByWorker();
-    return Array.from(this.store.workers.values(), (w) => this.project(w, bound.get(w.worker_id) ?? null));
+    return jsonArrayStream(Array.from(this.store.workers.values()), (w) => this.project(w, bound.get(w.worker_id) ?? null));
   }
 
   get(rawId: string): WorkerDto {
