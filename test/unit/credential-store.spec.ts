@@ -202,6 +202,10 @@ describe('nvme-credentials.json: one credential a line, read as it is read from 
     const bad = [...lines.slice(0, at), lines[at].replace(KEY, 'DHHC-1:00:AAAA:'), ...lines.slice(at + 1)];
     fs.writeFileSync(file, bad.join('\n'));
     expect(() => readCredentialsFile(file, new FileSystem())).toThrow(`${file}:1: credentials.w5000.dhchap_key is not a DHHC-1 secret`);
+    const noNqn = [...lines.slice(0, at), lines[at].replace(/"hostnqn":"[^"]*",/, ''), ...lines.slice(at + 1)];
+    expect(noNqn[at]).not.toContain('hostnqn');
+    fs.writeFileSync(file, noNqn.join('\n'));
+    expect(() => readCredentialsFile(file, new FileSystem())).toThrow(`${file}:1: credentials.w5000.hostnqn is missing`);
     // An own "__proto__" entry stays an entry (and is then checked like any other).
     const proto = [...lines.slice(0, at), lines[at].replace('"w5000"', '"__proto__"'), ...lines.slice(at + 1)];
     fs.writeFileSync(file, proto.join('\n'));

@@ -241,8 +241,8 @@ export function readCredentialsFile(file: string, fs: FileSystem): FileShape {
   });
   if (!found) return parseCredentialsFile(file, null);
   lines.end();
-  const parsed = fast.result();
-  return parsed ? checkCredentials(file, parsed) : parseCredentialsFile(file, fs.readTextSync(file));
+  // The fast path checked each credential as it read it; anything else is parsed and checked whole.
+  return fast.result() ?? parseCredentialsFile(file, fs.readTextSync(file));
 }
 
 /** renderCredentialsFile's layout, line by line; failed: some other text (parsed whole by the caller, which names any error). */
@@ -287,7 +287,9 @@ class FastCredentials {
         this.last = !comma;
         try {
           const v = JSON.parse(l.slice(end + 3, comma ? -1 : undefined)) as CredentialRecord;
-          if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+          // A credential checkCredentials would refuse sends the file to the whole parse, which names it.
+          if (!credentialOk(v)) return false;
+          v.agents ??= {};
           this.credentials[id] = v;
           this.entries++;
         } catch {
@@ -313,10 +315,10 @@ class FastCredentials {
     }
   }
 
-  result(): { version: 1; credentials: Record<string, CredentialRecord>; removals: unknown } | null {
+  result(): FileShape | null {
     // A trailing comma before the closing line is not JSON: the whole parse says so.
     if (this.failed || this.step !== 'done' || (this.entries > 0 && !this.last)) return null;
-    return { version: 1, credentials: this.credentials, removals: this.removals };
+    return { version: 1, credentials: this.credentials, removals: this.removals ?? [] };
   }
 }
 
@@ -331,6 +333,10 @@ export function parseCredentialsFile(file: string, text: string | null): FileSha
   }
   return checkCredentials(file, obj);
 }
+
+/** What checkCredentials asks of one credential (the fast path asks it line by line). */
+const credentialOk = (c: Partial<CredentialRecord> | null | undefined): c is CredentialRecord =>
+  typeof c === 'object' && c !== null && !Array.isArray(c) && typeof c.dhchap_key === 'string' && !dhchapKeyError(c.dhchap_key) && typeof c.hostnqn === 'string';
 
 function checkCredentials(file: string, obj: Partial<FileShape> | { credentials?: unknown; removals?: unknown }): FileShape {
   const credentials = (obj.credentials ?? {}) as Record<string, CredentialRecord>;
