@@ -170,6 +170,13 @@ describe('LedgerRepository', () => {
       `devices:\n  "${M1}": {"state":"bound","bound_worker_id":"w1"}\n  "${M2}": {"state":"bound","bound_worker_id":"w1"}\n`,
     );
     await expect(setup(fs)).rejects.toThrow(/devices\.yml:3: worker "w1" is bound by two devices: 02:00:00:00:00:01 \(line 2\), 02:00:00:00:00:02 \(line 3\)/);
+    // Several workers bound twice: the one that appears first is named, with all its devices.
+    fs.edit('/s/workers.yml', 'workers:\n  w1: {"state":"registered"}\n  w2: {"state":"registered"}\n');
+    const bound = (mac: string, w: string) => `  "${mac}": {"state":"bound","bound_worker_id":"${w}"}\n`;
+    fs.edit('/s/devices.yml', `devices:\n${bound(M1, 'w2')}${bound(M2, 'w1')}${bound('02:00:00:00:00:03', 'w1')}${bound('02:00:00:00:00:04', 'w2')}${bound('02:00:00:00:00:05', 'w2')}`);
+    await expect(setup(fs)).rejects.toThrow(
+      /devices\.yml:5: worker "w2" is bound by two devices: 02:00:00:00:00:01 \(line 2\), 02:00:00:00:00:04 \(line 5\), 02:00:00:00:00:05 \(line 6\)/,
+    );
     fs.edit('/s/devices.yml', `devices:\n  "${M1}": {"state":"bound","bound_worker_id":"gone"}\n`);
     const { store } = await setup(fs);
     expect(store.devices.get(M1)).toMatchObject({ state: 'pooled', bound_worker_id: null });

@@ -390,13 +390,27 @@ export class FileLedgerRepository extends LedgerRepository implements OnModuleIn
     workers: { has(k: string): boolean },
   ): { dangling: string[]; double: [string, string[]][] } {
     const dangling: string[] = [];
-    const byWorker = new Map<string, string[]>();
+    // A worker's first device alone; a list only for a worker bound twice (no array per seat at start).
+    const first = new Map<string, string>();
+    const more = new Map<string, string[]>();
     for (const d of devices.values()) {
-      if (!d.bound_worker_id) continue;
-      if (!workers.has(d.bound_worker_id)) dangling.push(d.mac);
-      else byWorker.set(d.bound_worker_id, [...(byWorker.get(d.bound_worker_id) ?? []), d.mac]);
+      const id = d.bound_worker_id;
+      if (!id) continue;
+      if (!workers.has(id)) {
+        dangling.push(d.mac);
+        continue;
+      }
+      const mac = first.get(id);
+      if (mac === undefined) {
+        first.set(id, d.mac);
+        continue;
+      }
+      const list = more.get(id);
+      if (list) list.push(d.mac);
+      else more.set(id, [mac, d.mac]);
     }
-    const double = [...byWorker].filter(([, macs]) => macs.length > 1);
+    // In the order the workers first appear, as before.
+    const double = more.size ? [...first.keys()].filter((id) => more.has(id)).map((id): [string, string[]] => [id, more.get(id)!]) : [];
     return { dangling, double };
   }
 
