@@ -288,7 +288,7 @@ class FastCredentials {
         try {
           const v = JSON.parse(l.slice(end + 3, comma ? -1 : undefined)) as CredentialRecord;
           // A credential checkCredentials would refuse sends the file to the whole parse, which names it.
-          if (!credentialOk(v)) return false;
+          if (credentialProblem(v) !== null) return false;
           v.agents ??= {};
           this.credentials[id] = v;
           this.entries++;
@@ -334,16 +334,19 @@ export function parseCredentialsFile(file: string, text: string | null): FileSha
   return checkCredentials(file, obj);
 }
 
-/** What checkCredentials asks of one credential (the fast path asks it line by line). */
-const credentialOk = (c: Partial<CredentialRecord> | null | undefined): c is CredentialRecord =>
-  typeof c === 'object' && c !== null && !Array.isArray(c) && typeof c.dhchap_key === 'string' && !dhchapKeyError(c.dhchap_key) && typeof c.hostnqn === 'string';
+/** What is wrong with one credential, as the field and its fault (never its value); null when nothing. Both reads ask this. */
+function credentialProblem(c: Partial<CredentialRecord> | null | undefined): string | null {
+  if (typeof c?.dhchap_key !== 'string' || dhchapKeyError(c.dhchap_key)) return 'dhchap_key is not a DHHC-1 secret';
+  if (typeof c.hostnqn !== 'string') return 'hostnqn is missing';
+  return null;
+}
 
 function checkCredentials(file: string, obj: Partial<FileShape> | { credentials?: unknown; removals?: unknown }): FileShape {
   const credentials = (obj.credentials ?? {}) as Record<string, CredentialRecord>;
   for (const id in credentials) {
     const c = credentials[id];
-    if (typeof c?.dhchap_key !== 'string' || dhchapKeyError(c.dhchap_key)) throw new LedgerFileError(file, 1, `credentials.${id}.dhchap_key is not a DHHC-1 secret`);
-    if (typeof c.hostnqn !== 'string') throw new LedgerFileError(file, 1, `credentials.${id}.hostnqn is missing`);
+    const problem = credentialProblem(c);
+    if (problem !== null) throw new LedgerFileError(file, 1, `credentials.${id}.${problem}`);
     c.agents ??= {};
   }
   return { version: 1, credentials, removals: (obj.removals ?? []) as RemovalRecord[] };
