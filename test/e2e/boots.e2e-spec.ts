@@ -203,6 +203,45 @@ describe('boot sessions (issue 25): stages, the disk login seen on a real tgtd, 
     expect(await boots('?limit=1000')).toEqual(before);
   });
 
+  it('a start after a crash reads the snapshot the last prune left and every event after it, its own too, and sees what the crashed one saw', async () => {
+    const appDir = tempDir('kurrent-boots-crash-');
+    // The first prune comes one period after start (5 s here), on the control plane's clock.
+    t = await startApp({ IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, { dir: appDir });
+    let now = Date.now();
+    t.app.get(Clock).now = () => new Date(now);
+    const svc = t.app.get(BootSessionsService);
+    const macs = ['02:00:00:00:26:01', '02:00:00:00:26:02', '02:00:00:00:26:03'];
+    for (const [i, m] of macs.entries()) {
+      await t.req('POST', '/devices', { mac: m });
+      expect((await t.req('POST', '/workers', { worker_id: `seat-2${i}`, mac: m })).status).toBe(201);
+    }
+    const bootOnce = async (m: string) => {
+      await pub(`/devices/report?mac=${m}`);
+      await pub(`/boot-vars?mac=${m}`);
+      now += 1000;
+    };
+    await bootOnce(macs[0]);
+    await bootOnce(macs[1]);
+    now += 6000;
+    expect(await until(async () => svc.snapshotsWritten === 1)).toBe(true);
+    const snapshot = path.join(appDir, 'state', 'boot-timelines.snapshot');
+    const periodic = fs.readFileSync(snapshot);
+    // After it: more boots of this control plane, written to the store, then the crash.
+    await bootOnce(macs[0]);
+    await bootOnce(macs[2]);
+    await svc.flush();
+    const before = await boots('?limit=1000');
+    expect(before.map((x: { mac: string }) => x.mac).sort()).toEqual([macs[0], macs[0], macs[1], macs[2]]);
+    // The crash, as a clean stop whose snapshot is then put back to the periodic one (the events
+    // in the store are the same: the last flush above wrote everything).
+    await t.close();
+    fs.writeFileSync(snapshot, periodic);
+    await start(appDir);
+    expect(t.app.get(BootSessionsService).startedFrom).toBe('snapshot');
+    t.app.get(Clock).now = () => new Date(now);
+    expect(await boots('?limit=1000')).toEqual(before);
+  });
+
   // Last in this file: it stops the agent.
   it("the store is pruned to what the timelines hold (by age, by each device's cut, all but each device's latest release) and read back whole, in pages", async () => {
     await start();

@@ -17,8 +17,8 @@ const MAC = '02:00:00:00:00:01';
 const ev = (at: number, stage: BootEvent['stage'], detail?: Record<string, string>): BootEvent => ({ at, mac: MAC, stage, node: 'n1', ...(detail ? { detail } : {}) });
 const disk = { answer: 'disk', disk: 'iqn.2026-07.com.k:w1.ubuntu', transport: 'iscsi', agent: 'a' };
 const STUCK = 300_000;
-/** A store that never has a snapshot. */
-const NO_SNAPSHOT = { restore: () => Promise.resolve(false), saveSnapshot: () => Promise.resolve() };
+/** A store that never has a snapshot (and takes none). */
+const NO_SNAPSHOT = { restore: () => Promise.resolve(false), openSnapshot: () => Promise.reject(new Error('no snapshots here')) };
 
 describe('boot timeline: sessions assembled from stage events', () => {
   it('one boot from report to os; a later report begins the next', () => {
@@ -425,6 +425,111 @@ describe('boot sessions service: the snapshot a clean shutdown leaves', () => {
       await b.svc.beforeApplicationShutdown();
       now = t0;
     }
+  });
+});
+
+describe('boot sessions service: the snapshot each prune leaves, for a start after a crash', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  const dir = tempDir('kurrent-boot-snapshot-crash-');
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: 'hold', stuck_after_seconds: 300 } };
+  let now = 10_000_000_000;
+  const clock = { now: () => new Date(now) };
+  const controlPlane = () => {
+    const config = { stateDir: dir, nodeId: 'n1', bootEventPruneSeconds: 3600 } as AppConfig;
+    const repo = new FileBootEventRepository(config, new FileSystem(), new BootSnapshotFile(config, new FileSystem()));
+    const read = { events: 0 };
+    const load = repo.load.bind(repo);
+    repo.load = (since, apply) => load(since, (e) => (read.events++, apply(e)));
+    const svc = new BootSessionsService(repo, settings as never, { record: () => Promise.resolve() } as never, clock as never, config, { onBootChange: () => undefined } as never);
+    return { svc, repo, read };
+  };
+  const mac = (i: number) => `02:00:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
+  const boot = (svc: BootSessionsService, m: string, answer: 'disk' | 'reboot') => {
+    svc.seen({ mac: m, stage: 'report', worker: 'w1' });
+    svc.seen({ mac: m, stage: 'vars', worker: 'w1', detail: answer === 'disk' ? { answer, disk: 'iqn.x:w1.u', agent: 'a' } : { answer, reason: 'r' } });
+    if (answer === 'disk') svc.seen({ mac: m, stage: 'disk', worker: 'w1', detail: { target: 'iqn.x:w1.u', agent: 'a', initiator: 'i' } });
+  };
+  const view = (svc: BootSessionsService) => svc.query({ limit: 10_000 }).map((x) => sessionView(x.session, x.outcome, x.looping));
+
+  it('boots seen while it is written are in it or after it, never lost or counted twice; the writer\'s own events after it are read', async () => {
+    const a = controlPlane();
+    await a.svc.onModuleInit();
+    // 2,500 timelines: the snapshot is written in three slices, with boots between them.
+    for (let i = 0; i < 2500; i++) boot(a.svc, mac(i), 'disk');
+    await a.svc.flush();
+    const open = a.repo.openSnapshot.bind(a.repo);
+    let slices = 0;
+    a.repo.openSnapshot = async (at, node) => {
+      const w = await open(at, node);
+      const add = w.add.bind(w);
+      w.add = (lines) => {
+        // After the first slice: a boot of a device already written, and of one seen for the first time.
+        if (++slices === 1) {
+          now += 1000;
+          boot(a.svc, mac(5), 'reboot');
+          boot(a.svc, mac(9999), 'reboot');
+        }
+        return add(lines);
+      };
+      return w;
+    };
+    // The first prune comes 5 minutes after start; the snapshot follows it.
+    now += 5 * 60_000;
+    await a.svc.flush();
+    expect([a.svc.snapshotsWritten, slices]).toEqual([1, 3]);
+    // After it: boots of the writer itself, then a crash (no shutdown: no snapshot of it).
+    now += 1000;
+    boot(a.svc, mac(7), 'reboot');
+    boot(a.svc, mac(10_000), 'disk');
+    await a.svc.flush();
+    const want = view(a.svc);
+    expect(want.filter((x) => [mac(5), mac(9999), mac(7), mac(10_000)].includes(x.mac))).toHaveLength(6);
+    Object.assign(a.svc, { loaded: false });
+    await a.svc.beforeApplicationShutdown();
+
+    const b = controlPlane();
+    await b.svc.onModuleInit();
+    // Only the 5 events after the snapshot are read; the 2,500 boots and those seen while it was written are in it.
+    expect([b.svc.startedFrom, b.read.events]).toEqual(['snapshot', 5]);
+    expect(view(b.svc)).toEqual(want);
+    Object.assign(b.svc, { loaded: false });
+    await b.svc.beforeApplicationShutdown();
+    const replay = controlPlane();
+    await replay.svc.onModuleInit();
+    expect([replay.svc.startedFrom, replay.read.events]).toEqual(['events', 2500 * 3 + 2 + 2 + 2 + 3]);
+    expect(view(replay.svc)).toEqual(want);
+    Object.assign(replay.svc, { loaded: false });
+    await replay.svc.beforeApplicationShutdown();
+  });
+
+  it('a store that fails the events seen while it was written leaves no snapshot, and keeps the events for the next flush', async () => {
+    fs.rmSync(path.join(dir, 'boot-events.jsonl'), { force: true });
+    const a = controlPlane();
+    await a.svc.onModuleInit();
+    for (let i = 0; i < 1500; i++) boot(a.svc, mac(i), 'disk');
+    await a.svc.flush();
+    const open = a.repo.openSnapshot.bind(a.repo);
+    a.repo.openSnapshot = async (at, node) => {
+      const w = await open(at, node);
+      const add = w.add.bind(w);
+      let first = true;
+      // Seen after the first slice, so still to be appended when the lines are done.
+      w.add = (lines) => (first && boot(a.svc, mac(1500), 'reboot'), (first = false), add(lines));
+      return w;
+    };
+    const append = a.repo.append.bind(a.repo);
+    let fail = true;
+    a.repo.append = (events) => (fail && events.length ? Promise.reject(new Error('disk full')) : append(events));
+    now += 5 * 60_000;
+    await a.svc.flush();
+    expect([a.svc.snapshotsWritten, fs.existsSync(path.join(dir, 'boot-timelines.snapshot')), fs.readdirSync(dir).filter((n) => n.endsWith('.tmp'))]).toEqual([0, false, []]);
+    fail = false;
+    await a.svc.flush();
+    const lines = fs.readFileSync(path.join(dir, 'boot-events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l).mac);
+    expect([lines.length, lines.slice(-3)]).toEqual([1500 * 3 + 2, [mac(1499), mac(1500), mac(1500)]]);
+    Object.assign(a.svc, { loaded: false });
+    await a.svc.beforeApplicationShutdown();
   });
 });
 

@@ -64,6 +64,13 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
     expect(await loaded(repo(), 0)).toEqual(kept.filter((e) => e.at >= 1_000_000 + 29_000));
   });
 
+  /** A snapshot of `lines` at the repository's position now (as BootSessionsService writes one: the lines, then the commit). */
+  const saveSnapshot = async (r: FileBootEventRepository, at: number, node: string, lines: string[]) => {
+    const w = await r.openSnapshot(at, node);
+    await w.add(lines);
+    await r.commitSnapshot(w);
+  };
+
   it('a snapshot stands at the position of its moment, after appends, a torn line cut off, and a prune rewrite alike', async () => {
     // `take` sees the snapshot's lines; the load that follows reads what came after it.
     const restart = async (since = 0) => {
@@ -76,26 +83,55 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
     const a = repo();
     await loaded(a, 0); // cuts the torn line
     await a.append(events.slice(0, 2).map((e) => ({ ...e, at: e.at + 50_000 })));
-    await a.saveSnapshot(2_000_000, 'n1', ['["t1"]', '["t2"]']);
+    await saveSnapshot(a, 2_000_000, 'n1', ['["t1"]', '["t2"]']);
     await a.append([{ ...events[2], at: 1_060_000, node: 'n2' }, { ...events[3], at: 1_060_001, node: 'n1' }]);
     const b = await restart();
-    // The writer's own events after its snapshot are in it already (PostgreSQL's case): not read again.
-    expect([b.used, b.lines, b.events]).toEqual([true, ['["t1"]', '["t2"]'], [{ ...events[2], at: 1_060_000, node: 'n2' }]]);
+    // Everything appended after the snapshot, the writer's own events too (a snapshot of a running
+    // control plane, then a crash): the file has one writer, and what it holds by then is in the lines.
+    expect([b.used, b.lines, b.events]).toEqual([true, ['["t1"]', '["t2"]'], [{ ...events[2], at: 1_060_000, node: 'n2' }, { ...events[3], at: 1_060_001, node: 'n1' }]]);
     // A prune rewrite by the same repository moves the position with it.
     await b.r.prune({ before: 1_000_000 + 29_000, cuts: new Map(), held: 0 });
-    await b.r.saveSnapshot(2_000_000, 'n1', ['["t3"]']);
+    await saveSnapshot(b.r, 2_000_000, 'n1', ['["t3"]']);
     const c = await restart();
     expect([c.used, c.lines, c.events]).toEqual([true, ['["t3"]'], []]);
     // The same position in a file of another history (rewritten by someone else, or a backup restored): not used.
-    await c.r.saveSnapshot(2_000_000, 'n1', ['["t4"]']);
+    await saveSnapshot(c.r, 2_000_000, 'n1', ['["t4"]']);
     fs.writeFileSync(file + '.new', fs.readFileSync(file, 'utf8').replace('"vars"', '"menu"'));
     fs.renameSync(file + '.new', file);
     const d = await restart();
     expect([d.used, d.lines.length, d.events.length > 1000]).toEqual([false, 0, true]);
     // Older than the retention cut: not used.
-    await d.r.saveSnapshot(2_000_000, 'n1', ['["t5"]']);
+    await saveSnapshot(d.r, 2_000_000, 'n1', ['["t5"]']);
     const e = await restart(2_000_001);
     expect([e.used, e.lines]).toEqual([false, []]);
+  });
+
+  it('a snapshot is written in pieces with its header last; one aborted, or whose header does not fit, leaves nothing', async () => {
+    const snaps = new BootSnapshotFile({ stateDir: dir } as AppConfig, new FileSystem());
+    const snapFile = path.join(dir, 'boot-timelines.snapshot');
+    const temps = () => fs.readdirSync(dir).filter((n) => n.endsWith('.tmp'));
+    const w = await snaps.open(5_000, 'n1');
+    await w.add(['["a",1]', '["b",2]']);
+    await w.add([]);
+    await w.add(['["a",3]']);
+    expect(fs.existsSync(snapFile)).toBe(false);
+    await w.commit({ bytes: 7, last: 'é' });
+    const text = fs.readFileSync(snapFile, 'utf8');
+    // The header's room is padded with spaces: still one JSON line.
+    expect(JSON.parse(text.slice(0, text.indexOf('\n')))).toEqual({ kurrent_boot_snapshot: 1, at: 5_000, node: 'n1', cursor: { bytes: 7, last: 'é' } });
+    expect(text.slice(text.indexOf('\n') + 1)).toBe('["a",1]\n["b",2]\n["a",3]\n');
+    expect(fs.statSync(snapFile).mode & 0o777).toBe(0o600);
+    const lines: string[] = [];
+    const header = await snaps.take(async (h) => h.at === 5_000, (l) => lines.push(l));
+    expect([header?.cursor, lines]).toEqual([{ bytes: 7, last: 'é' }, ['["a",1]', '["b",2]', '["a",3]']]);
+    expect(fs.existsSync(snapFile)).toBe(false);
+
+    const aborted = await snaps.open(6_000, 'n1');
+    await aborted.add(['["c",1]']);
+    await aborted.abort();
+    const big = await snaps.open(6_000, 'n1');
+    await expect(big.commit({ last: 'x'.repeat(20_000) })).rejects.toThrow(/header needs \d+ bytes/);
+    expect([fs.existsSync(snapFile), temps()]).toEqual([false, []]);
   });
 
   it('a missing file is no events', async () => {

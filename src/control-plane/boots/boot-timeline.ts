@@ -153,7 +153,7 @@ export class BootSession {
   }
 
   /**
-   * The session as one JSON-able row for the snapshot a clean shutdown writes (BootTimeline.snapshot):
+   * The session as one JSON-able row for the timeline snapshot (BootTimeline.snapshot):
    * [started, worker, bits, lastOffset, failure, code, detail, code, detail, ...], a detail as its
    * index in the timeline's `details` (-1: none).
    */
@@ -283,7 +283,7 @@ export class BootTimeline {
   }
 
   /**
-   * The timeline as one JSON line of the snapshot a clean shutdown writes, so the next start reads
+   * The timeline as one JSON line of a snapshot (after each prune and at a clean shutdown), so the next start reads
    * 100,000 of these instead of replaying a week of events (3 million at 100,000 seats: 11-24 s):
    * [mac, releasedAt, looping, details, session rows...], each detail object once.
    */

@@ -30,6 +30,17 @@ export class FileChangedError extends Error {
 /** Names of our temp files: `.<file>.<pid>.<seq>.tmp` (swept at start, see removeStaleTemps). */
 export const TEMP_FILE = /^\..+\.\d+\.\d+\.tmp$/;
 
+/** See FileSystem.openAtomic. */
+export interface AtomicFileWriter {
+  /** Appends to the temp file. */
+  write(data: string | Buffer): Promise<void>;
+  /** Overwrites bytes already written (a header whose content is known only at the end). */
+  writeAt(offset: number, data: Buffer): Promise<void>;
+  /** Renames the temp file over the file. */
+  commit(): Promise<void>;
+  abort(): Promise<void>;
+}
+
 @Injectable()
 export class FileSystem {
   private tmpSeq = 0;
@@ -163,6 +174,48 @@ export class FileSystem {
     }
     this.fault(`rename:${path.basename(file)}`);
     if (durable) await this.syncDir(dir);
+  }
+
+  /**
+   * A file written piece by piece into a temp file and renamed over `file` by commit() (not
+   * fsynced: for derived files a start can do without), for content too large to build as one
+   * string. abort() removes the temp file; so does a failed write or commit.
+   */
+  async openAtomic(file: string, mode = 0o644): Promise<AtomicFileWriter> {
+    const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${++this.tmpSeq}.tmp`);
+    const fh = await fsp.open(tmp, 'w', mode);
+    let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      await fh.close();
+    };
+    const abort = async () => {
+      await close().catch(() => undefined);
+      await fsp.rm(tmp, { force: true }).catch(() => undefined);
+    };
+    const guarded = async (step: () => Promise<unknown>) => {
+      try {
+        await step();
+      } catch (e) {
+        await abort();
+        if (e && typeof e === 'object') (e as NodeJS.ErrnoException).path = file;
+        throw e;
+      }
+    };
+    return {
+      // writeFile: from the current position, every byte (one write may take only part).
+      write: (data) => guarded(() => fh.writeFile(data)),
+      writeAt: (offset, data) => guarded(() => fh.write(data, 0, data.length, offset)),
+      commit: () =>
+        guarded(async () => {
+          await close();
+          this.fault(`written:${path.basename(file)}`);
+          await fsp.rename(tmp, file);
+          this.fault(`rename:${path.basename(file)}`);
+        }),
+      abort,
+    };
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { BootSnapshotFile } from './boot-snapshot-file';
+import type { BootSnapshotFile, BootSnapshotWriter } from './boot-snapshot-file';
 
 /** The stages of one boot, in the order a boot passes them. */
 export const BOOT_STAGES = ['report', 'challenge', 'vars', 'menu', 'disk', 'os'] as const;
@@ -82,9 +82,10 @@ export function keptByPrune(events: readonly BootEvent[], p: BootEventPrune): Bo
  * Where boot events are kept: appended in batches, read back in one order on every control plane,
  * pruned by age and by what the timelines hold. The engine is chosen once by RepositoriesModule.
  *
- * A clean shutdown also leaves a snapshot of the timelines (BootSnapshotFile) with the engine's
- * position in the store; the next start reads it and only the events after that position, instead
- * of replaying the whole retention (a week of boots at 100,000 seats is 3 million events).
+ * Every prune and a clean shutdown also leave a snapshot of the timelines (BootSnapshotFile) with
+ * the engine's position in the store; the next start, after a crash too, reads it and only the
+ * events after that position, instead of replaying the whole retention (a week of boots at 100,000
+ * seats is 3 million events).
  */
 export abstract class BootEventRepository {
   /** Where the snapshot being restored stands: load() reads what came after it. */
@@ -95,13 +96,13 @@ export abstract class BootEventRepository {
   /**
    * Hands each event at or after `since` (ms) to `apply`, oldest first, as it is read (never all
    * of them at once: a store may hold millions before its first prune); the cursor of pull()
-   * starts after them. After restore() returned true: only the events after the snapshot, and none
-   * of the control plane that wrote it (its own events are in it, as it applied them).
+   * starts after them. After restore() returned true: only the events the snapshot lacks (those
+   * after its position; on PostgreSQL not those of its writer that it holds, see commitSnapshot).
    */
   abstract load(since: number, apply: (e: BootEvent) => void): Promise<void>;
 
   /**
-   * Takes the snapshot a clean shutdown left (it is removed either way) and, when it was written
+   * Takes the last snapshot, a prune's or a clean shutdown's (it is removed either way), and, when it was written
    * since `since` and still stands for this store, hands each of its lines to `take` and returns
    * true. False: none, or one that no longer fits the store (load() then reads everything).
    * An exception from `take` (a line that is not a timeline) fails it as a whole.
@@ -113,13 +114,18 @@ export abstract class BootEventRepository {
     return header !== null;
   }
 
+  /** Starts a snapshot of the timelines (BootSnapshotWriter: their lines, then commitSnapshot). */
+  openSnapshot(at: number, node: string): Promise<BootSnapshotWriter> {
+    return this.snapshots.open(at, node);
+  }
+
   /**
-   * Writes the snapshot of the timelines, `lines`, at the store's position now. Called when
-   * nothing this control plane saw is still waiting to be appended, and with the timelines of this
-   * very moment (the position is taken before anything is awaited).
+   * Puts the snapshot in place at the store's position now. Called once every event that the
+   * lines hold and this control plane saw has been appended, and before any other is: the events
+   * load() reads after this position are then exactly those the lines lack.
    */
-  saveSnapshot(at: number, node: string, lines: readonly string[]): Promise<void> {
-    return this.snapshots.write({ kurrent_boot_snapshot: 1, at, node, cursor: this.position() }, lines);
+  commitSnapshot(w: BootSnapshotWriter): Promise<void> {
+    return w.commit(this.position());
   }
 
   /** The store's position: what load() would resume after. */

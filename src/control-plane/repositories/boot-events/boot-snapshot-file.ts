@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import * as path from 'node:path';
-import { FileSystem } from '../../../shared/files/file-system';
+import { AtomicFileWriter, FileSystem } from '../../../shared/files/file-system';
 import { LineSplitter } from '../../../shared/files/line-splitter';
 import { AppConfig } from '../../config/app-config';
 
@@ -17,12 +17,47 @@ export interface BootSnapshotHeader {
 
 /** Header lines longer than this are not ours. */
 const HEADER_MAX = 64 * 1024;
+/**
+ * The first line as written: the header padded with spaces (JSON allows them) to this length with
+ * its newline. A position is ~1 KB at most (a file's last event line is the longest part).
+ */
+const HEADER_ROOM = 16 * 1024;
+
+/** A snapshot being written (BootSnapshotFile.open): lines, then the header with the position; or abort. */
+export class BootSnapshotWriter {
+  constructor(
+    private readonly w: AtomicFileWriter,
+    private readonly at: number,
+    private readonly node: string,
+  ) {}
+
+  /** Appends timeline lines. A MAC written again later stands for that timeline (the last line wins). */
+  add(lines: readonly string[]): Promise<void> {
+    return lines.length ? this.w.write(lines.join('\n') + '\n') : Promise.resolve();
+  }
+
+  /** Writes the header with the store's position and puts the snapshot in place. */
+  async commit(cursor: unknown): Promise<void> {
+    const header: BootSnapshotHeader = { kurrent_boot_snapshot: 1, at: this.at, node: this.node, cursor };
+    const text = Buffer.from(JSON.stringify(header));
+    if (text.length >= HEADER_ROOM) {
+      await this.w.abort();
+      throw new Error(`the snapshot header needs ${text.length} bytes, more than the ${HEADER_ROOM - 1} kept for it`);
+    }
+    await this.w.writeAt(0, text);
+    await this.w.commit();
+  }
+
+  abort(): Promise<void> {
+    return this.w.abort();
+  }
+}
 
 /**
- * state/boot-timelines.snapshot: the boot timelines a clean shutdown left, one line each after a
- * header, for either engine (a control plane's own state directory). It is taken (read and
- * removed) by the next start, so it never outlives the events it stands for: a start that used it
- * and later crashed replays the store, as before.
+ * state/boot-timelines.snapshot: the boot timelines, one line each after a header, for either
+ * engine (a control plane's own state directory), written after every prune and at a clean
+ * shutdown. It is taken (read and removed) by the next start, so it never outlives the events it
+ * stands for: a start that used it and crashed before its first prune replays the store.
  */
 @Injectable()
 export class BootSnapshotFile {
@@ -35,11 +70,23 @@ export class BootSnapshotFile {
     this.file = path.join(config.stateDir, 'boot-timelines.snapshot');
   }
 
-  /** Not durable: a power cut that loses it costs a replay, and the events' own file is not fsynced either. */
-  async write(header: BootSnapshotHeader, lines: readonly string[]): Promise<void> {
+  /**
+   * Starts a snapshot written at `at` by `node`: its lines are written as they come (100,000
+   * timelines are tens of MB, more than one string should hold), the header last, into room kept
+   * for it at the top, since the store's position is known only once the lines are. Not durable: a
+   * power cut that loses it costs a replay, and the events' own file is not fsynced either.
+   */
+  async open(at: number, node: string): Promise<BootSnapshotWriter> {
     // On PostgreSQL nothing else may have made the state directory.
     this.fs.mkdirpSync(path.dirname(this.file));
-    await this.fs.writeAtomic(this.file, JSON.stringify(header) + '\n' + lines.join('\n') + '\n', 0o600, { durable: false });
+    const w = await this.fs.openAtomic(this.file, 0o600);
+    try {
+      await w.write(Buffer.alloc(HEADER_ROOM, ' ').fill('\n', HEADER_ROOM - 1));
+    } catch (e) {
+      await w.abort();
+      throw e;
+    }
+    return new BootSnapshotWriter(w, at, node);
   }
 
   /**

@@ -86,13 +86,14 @@ export class FileBootEventRepository extends BootEventRepository {
   }
 
   async load(since: number, apply: (e: BootEvent) => void): Promise<void> {
+    // One control plane writes the file: every event after the snapshot's position came after its
+    // lines (commitSnapshot), whichever node wrote it.
     const resume = this.resumeAfter?.cursor as FilePosition | undefined;
-    const writer = this.resumeAfter?.node;
     this.resumeAfter = null;
     let oldest = resume?.oldest ?? Infinity;
     const { torn, lines, whole, last } = await this.read((e) => {
       if (oldest === Infinity) oldest = e.at;
-      if (e.at >= since && e.node !== writer) apply(e);
+      if (e.at >= since) apply(e);
     }, resume?.bytes ?? 0);
     this.lines = lines + (resume?.lines ?? 0);
     this.oldest = oldest;

@@ -13,6 +13,12 @@ const PRUNE_BATCH = 100_000;
 interface PgPosition {
   id: string;
   mac: string | null;
+  /**
+   * The newest id of the writer's own events then: those after `id` up to it are in the snapshot
+   * (applied when seen, appended before it was committed), those after it are not. Absent in a
+   * snapshot of an older release, written at a clean stop: all of the writer's are in it.
+   */
+  own?: string;
 }
 
 /**
@@ -39,6 +45,8 @@ interface Row {
 @Injectable()
 export class PgBootEventRepository extends BootEventRepository {
   private cursor = '0';
+  /** The newest id this process appended (its own events), '0' before its first append. */
+  private ownNewest = '0';
   /** The MAC of the event at `cursor`. */
   private cursorMac: string | null = null;
   /** LOAD_PAGE and PRUNE_BATCH; a test sets them lower to see the pages and batches. */
@@ -62,19 +70,18 @@ export class PgBootEventRepository extends BootEventRepository {
     const resume = this.resumeAfter?.cursor as PgPosition | undefined;
     // '' is no control plane's id (IPXE_CP_NODE_ID is 1-100 characters).
     const writer = this.resumeAfter?.node ?? '';
+    // The writer's events up to this id are in the snapshot ('' as an id: all of them, see PgPosition.own).
+    const writerUpTo = resume?.own ?? '';
     this.resumeAfter = null;
     await this.db.init();
     // Ordered by the column, not by its text (ORDER BY id would sort the output column: '9' after '12').
     const top = await this.db.query<{ id: string; mac: string }>('SELECT id::text AS id, mac FROM boot_events ORDER BY boot_events.id DESC LIMIT 1');
     const last = top.rows[0]?.id ?? '0';
     for (let after = resume?.id ?? '0'; ; ) {
-      const r = await this.db.query<Row>(`SELECT ${COLUMNS} FROM boot_events WHERE id > $1 AND id <= $2 AND at >= $3 AND node <> $5 ORDER BY id LIMIT $4`, [
-        after,
-        last,
-        new Date(since),
-        this.loadPage,
-        writer,
-      ]);
+      const r = await this.db.query<Row>(
+        `SELECT ${COLUMNS} FROM boot_events WHERE id > $1 AND id <= $2 AND at >= $3 AND NOT (node = $5 AND ($6 = '' OR id <= $6::bigint)) ORDER BY id LIMIT $4`,
+        [after, last, new Date(since), this.loadPage, writer, writerUpTo],
+      );
       for (const row of r.rows) apply(toEvent(row));
       if (r.rows.length < this.loadPage) break;
       after = r.rows[r.rows.length - 1].id;
@@ -84,13 +91,14 @@ export class PgBootEventRepository extends BootEventRepository {
   }
 
   protected position(): PgPosition {
-    return { id: this.cursor, mac: this.cursorMac };
+    return { id: this.cursor, mac: this.cursorMac, own: this.ownNewest };
   }
 
   /** The event at the position is still there, with its MAC: the same database, not pruned past it. */
   protected async stands(cursor: unknown): Promise<boolean> {
     const c = cursor as PgPosition;
     if (!c || typeof c.id !== 'string' || !/^\d{1,19}$/.test(c.id) || !(c.mac === null || typeof c.mac === 'string')) return false;
+    if (c.own !== undefined && (typeof c.own !== 'string' || !/^\d{1,19}$/.test(c.own))) return false;
     await this.db.init();
     if (c.id === '0') return true;
     const r = await this.db.query('SELECT 1 FROM boot_events WHERE id = $1 AND mac = $2', [c.id, c.mac]);
@@ -99,15 +107,20 @@ export class PgBootEventRepository extends BootEventRepository {
 
   async append(events: BootEvent[]): Promise<void> {
     if (!events.length) return;
-    await this.db.tx(
+    const r = await this.db.tx(
       (c) =>
-        c.query(
-          `INSERT INTO boot_events (at, mac, stage, node, worker, detail)
-           SELECT to_timestamp(a / 1000.0), m, s, n, w, d::jsonb FROM unnest($1::float8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(a, m, s, n, w, d)`,
+        c.query<{ newest: string }>(
+          `WITH added AS (
+             INSERT INTO boot_events (at, mac, stage, node, worker, detail)
+             SELECT to_timestamp(a / 1000.0), m, s, n, w, d::jsonb FROM unnest($1::float8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(a, m, s, n, w, d)
+             RETURNING id)
+           SELECT max(id)::text AS newest FROM added`,
           [events.map((e) => e.at), events.map((e) => e.mac), events.map((e) => e.stage), events.map((e) => e.node), events.map((e) => e.worker ?? null), events.map((e) => (e.detail ? JSON.stringify(e.detail) : null))],
         ),
       LOCK.bootEvents,
     );
+    // Appends of this process run one at a time (BootSessionsService's flush): the last is the newest.
+    this.ownNewest = r.rows[0].newest;
   }
 
   async pull(): Promise<BootEvent[]> {
