@@ -118,12 +118,21 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
     await w.commit({ bytes: 7, last: 'é' });
     const text = fs.readFileSync(snapFile, 'utf8');
     // The header's room is padded with spaces: still one JSON line.
-    expect(JSON.parse(text.slice(0, text.indexOf('\n')))).toEqual({ kurrent_boot_snapshot: 1, at: 5_000, node: 'n1', cursor: { bytes: 7, last: 'é' } });
+    expect(JSON.parse(text.slice(0, text.indexOf('\n')))).toEqual({ kurrent_boot_snapshot: 2, at: 5_000, node: 'n1', cursor: { bytes: 7, last: 'é' } });
     expect(text.slice(text.indexOf('\n') + 1)).toBe('["a",1]\n["b",2]\n["a",3]\n');
     expect(fs.statSync(snapFile).mode & 0o777).toBe(0o600);
     const lines: string[] = [];
     const header = await snaps.take(async (h) => h.at === 5_000, (l) => lines.push(l));
     expect([header?.cursor, lines]).toEqual([{ bytes: 7, last: 'é' }, ['["a",1]', '["b",2]', '["a",3]']]);
+    expect(fs.existsSync(snapFile)).toBe(false);
+
+    // Version 1 (an older release's clean stop) still reads; a version this release does not know is refused.
+    fs.writeFileSync(snapFile, JSON.stringify({ kurrent_boot_snapshot: 1, at: 7_000, node: 'n0', cursor: null }) + '\n["z",1]\n');
+    const old: string[] = [];
+    expect((await snaps.take(async () => true, (l) => old.push(l)))?.node).toBe('n0');
+    expect(old).toEqual(['["z",1]']);
+    fs.writeFileSync(snapFile, JSON.stringify({ kurrent_boot_snapshot: 3, at: 7_000, node: 'n0', cursor: null }) + '\n["z",1]\n');
+    await expect(snaps.take(async () => true, () => undefined)).rejects.toThrow('not a snapshot header');
     expect(fs.existsSync(snapFile)).toBe(false);
 
     const aborted = await snaps.open(6_000, 'n1');

@@ -6,7 +6,12 @@ import { AppConfig } from '../../config/app-config';
 
 /** The first line of a snapshot: when and by which control plane it was written, and where in the store it stands. */
 export interface BootSnapshotHeader {
-  kurrent_boot_snapshot: 1;
+  /**
+   * 2: written after a prune too, while the writer goes on appending (its own events after the
+   * position are not in it). An older release takes only 1 and replays a 2 (a downgrade must not
+   * skip those events); 1, written only at a clean stop, reads the same here.
+   */
+  kurrent_boot_snapshot: 1 | 2;
   /** Written at (ms). */
   at: number;
   /** The control plane that wrote it: its own events after `cursor` are in it already. */
@@ -38,7 +43,7 @@ export class BootSnapshotWriter {
 
   /** Writes the header with the store's position and puts the snapshot in place. */
   async commit(cursor: unknown): Promise<void> {
-    const header: BootSnapshotHeader = { kurrent_boot_snapshot: 1, at: this.at, node: this.node, cursor };
+    const header: BootSnapshotHeader = { kurrent_boot_snapshot: 2, at: this.at, node: this.node, cursor };
     const text = Buffer.from(JSON.stringify(header));
     if (text.length >= HEADER_ROOM) {
       await this.w.abort();
@@ -100,7 +105,7 @@ export class BootSnapshotFile {
       const nl = head.indexOf('\n');
       if (nl < 0) return null; // none, or not ours
       const header = JSON.parse(head.slice(0, nl)) as BootSnapshotHeader;
-      if (header?.kurrent_boot_snapshot !== 1 || typeof header.at !== 'number' || typeof header.node !== 'string') throw new Error('not a snapshot header');
+      if ((header?.kurrent_boot_snapshot !== 1 && header?.kurrent_boot_snapshot !== 2) || typeof header.at !== 'number' || typeof header.node !== 'string') throw new Error('not a snapshot header');
       if (!(await accept(header))) return null;
       let end = 0;
       let bytes = 0;
