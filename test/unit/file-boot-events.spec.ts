@@ -121,8 +121,13 @@ describe('FileBootEventRepository: boot-events.jsonl read in chunks', () => {
     expect(JSON.parse(text.slice(0, text.indexOf('\n')))).toEqual({ kurrent_boot_snapshot: 2, at: 5_000, node: 'n1', cursor: { bytes: 7, last: 'é' } });
     expect(text.slice(text.indexOf('\n') + 1)).toBe('["a",1]\n["b",2]\n["a",3]\n');
     expect(fs.statSync(snapFile).mode & 0o777).toBe(0o600);
+    // What a killed write left (another process's temp file) goes at the next take; another file's temp stays.
+    fs.writeFileSync(path.join(dir, '.boot-timelines.snapshot.999999.1.tmp'), 'cut short');
+    fs.writeFileSync(path.join(dir, '.other.999999.1.tmp'), 'not ours');
     const lines: string[] = [];
     const header = await snaps.take(async (h) => h.at === 5_000, (l) => lines.push(l));
+    expect(temps()).toEqual(['.other.999999.1.tmp']);
+    fs.rmSync(path.join(dir, '.other.999999.1.tmp'));
     expect([header?.cursor, lines]).toEqual([{ bytes: 7, last: 'é' }, ['["a",1]', '["b",2]', '["a",3]']]);
     expect(fs.existsSync(snapFile)).toBe(false);
 

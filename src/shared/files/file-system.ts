@@ -332,6 +332,12 @@ export class FileSystem {
     return this.sweep(dir, (n) => TEMP_FILE.test(n));
   }
 
+  /** Removes the temp files of `file` alone that another (killed) process left; returns their names. */
+  removeStaleTempsOf(file: string): string[] {
+    const base = `.${path.basename(file)}.`;
+    return this.sweep(path.dirname(file), (n) => TEMP_FILE.test(n) && n.startsWith(base) && !n.startsWith(`${base}${process.pid}.`));
+  }
+
   /** Removes the files of dir whose name `stale` accepts; one that cannot be removed is left for the next start (it is never read). */
   private sweep(dir: string, stale: (name: string) => boolean): string[] {
     let names: string[];
