@@ -190,12 +190,8 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
       const batch = this.pending;
       this.pending = [];
       await w.add(lines);
-      try {
-        await this.repo.append(batch);
-      } catch (e) {
-        this.pending = batch.concat(this.pending).slice(-PENDING_MAX);
-        throw e;
-      }
+      const failed = await this.appendOrKeep(batch);
+      if (failed) throw failed;
       await this.repo.commitSnapshot(w);
       this.snapshotsWritten++;
       this.log.log(`boot timelines of ${this.timelines.size} devices written to their snapshot in ${Math.round(performance.now() - t0)} ms (${touched.size} written again: changed meanwhile)`);
@@ -448,12 +444,9 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     this.pending = [];
     let changed = batch.length > 0 || this.passedDeadlines();
     let pruned = false;
-    try {
-      await this.repo.append(batch);
-    } catch (e) {
-      // Kept for the next flush (newest kept when over the bound): boots go on during a store outage.
-      this.pending = batch.concat(this.pending).slice(-PENDING_MAX);
-      this.log.warn(`boot events not written (${batch.length}, kept for the next try): ${(e as Error).message}`);
+    const failed = await this.appendOrKeep(batch);
+    if (failed) {
+      this.log.warn(`boot events not written (${batch.length}, kept for the next try): ${failed.message}`);
       return;
     }
     if (this.dropped) {
@@ -475,6 +468,17 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     // After the prune: a file rewritten by it no longer fits the snapshot before it.
     if (pruned) changed = (await this.writeSnapshot()) > 0 || changed;
     if (changed) for (const fn of this.changeListeners) fn();
+  }
+
+  /** Appends a batch; one the store refuses is kept for the next flush (the newest, past the bound: boots go on during a store outage). */
+  private async appendOrKeep(batch: BootEvent[]): Promise<Error | null> {
+    try {
+      await this.repo.append(batch);
+      return null;
+    } catch (e) {
+      this.pending = batch.concat(this.pending).slice(-PENDING_MAX);
+      return e as Error;
+    }
   }
 
   /** Forgets the deadlines that passed; true when any did (a boot may have turned stuck). */
