@@ -531,6 +531,30 @@ describe('boot sessions service: the snapshot each prune leaves, for a start aft
     Object.assign(a.svc, { loaded: false });
     await a.svc.beforeApplicationShutdown();
   });
+
+  it('a snapshot file that cannot be written costs no event: those seen while it was written are appended all the same', async () => {
+    fs.rmSync(path.join(dir, 'boot-events.jsonl'), { force: true });
+    const a = controlPlane();
+    await a.svc.onModuleInit();
+    for (let i = 0; i < 1500; i++) boot(a.svc, mac(i), 'disk');
+    await a.svc.flush();
+    const open = a.repo.openSnapshot.bind(a.repo);
+    a.repo.openSnapshot = async (at, node) => {
+      const w = await open(at, node);
+      const add = w.add.bind(w);
+      let adds = 0;
+      // The first slice goes, a boot arrives, then the disk is full.
+      w.add = (lines) => (++adds === 1 ? (boot(a.svc, mac(1500), 'reboot'), add(lines)) : Promise.reject(new Error('ENOSPC')));
+      return w;
+    };
+    now += 5 * 60_000;
+    await a.svc.flush();
+    expect([a.svc.snapshotsWritten, fs.existsSync(path.join(dir, 'boot-timelines.snapshot'))]).toEqual([0, false]);
+    const lines = fs.readFileSync(path.join(dir, 'boot-events.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l).mac);
+    expect([lines.length, lines.slice(-2)]).toEqual([1500 * 3 + 2, [mac(1500), mac(1500)]]);
+    Object.assign(a.svc, { loaded: false });
+    await a.svc.beforeApplicationShutdown();
+  });
 });
 
 describe('stgt sessions: the I_T nexuses of tgtadm --op show', () => {

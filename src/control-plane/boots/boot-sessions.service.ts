@@ -163,8 +163,8 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
    * SNAPSHOT_SLICE timelines (all 100,000 take ~0.6 s to serialise); those it changed meanwhile
    * are written again at the end (the last line of a MAC wins). Then, in the same turn, the events
    * seen until then are taken from `pending` and appended, and the position after them is the
-   * snapshot's: what load() reads after it is exactly what the lines lack. Returns how many events
-   * it appended.
+   * snapshot's (nothing else appends until it is committed): what load() reads after it is exactly
+   * what the lines lack. Returns how many events it appended.
    */
   private async writeSnapshot(): Promise<number> {
     let w: BootSnapshotWriter;
@@ -189,9 +189,10 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
       for (const mac of touched) lines.push(this.timelines.get(mac)!.snapshot());
       const batch = this.pending;
       this.pending = [];
-      await w.add(lines);
+      // Appended before the last lines are written: a snapshot file that cannot be written must not cost the events.
       const failed = await this.appendOrKeep(batch);
       if (failed) throw failed;
+      await w.add(lines);
       await this.repo.commitSnapshot(w);
       this.snapshotsWritten++;
       this.log.log(`boot timelines of ${this.timelines.size} devices written to their snapshot in ${Math.round(performance.now() - t0)} ms (${touched.size} written again: changed meanwhile)`);
