@@ -451,6 +451,23 @@ describe('boot sessions service: the snapshot each prune leaves, for a start aft
     if (answer === 'disk') svc.seen({ mac: m, stage: 'disk', worker: 'w1', detail: { target: 'iqn.x:w1.u', agent: 'a', initiator: 'i' } });
   };
   const view = (svc: BootSessionsService) => svc.query({ limit: 10_000 }).map((x) => sessionView(x.session, x.outcome, x.looping));
+  /** A fresh store, 1,500 booted devices flushed, and each write of the next snapshot's lines passed through `onAdd` (its count from 1). */
+  const fleetWithSnapshotWrites = async (onAdd: (n: number, lines: readonly string[], add: (lines: readonly string[]) => Promise<void>) => Promise<void>) => {
+    fs.rmSync(path.join(dir, 'boot-events.jsonl'), { force: true });
+    const a = controlPlane();
+    await a.svc.onModuleInit();
+    for (let i = 0; i < 1500; i++) boot(a.svc, mac(i), 'disk');
+    await a.svc.flush();
+    const open = a.repo.openSnapshot.bind(a.repo);
+    a.repo.openSnapshot = async (at, node) => {
+      const w = await open(at, node);
+      const add = w.add.bind(w);
+      let n = 0;
+      w.add = (lines) => onAdd(++n, lines, add);
+      return w;
+    };
+    return a;
+  };
 
   it('boots seen while it is written are in it or after it, never lost or counted twice; the writer\'s own events after it are read', async () => {
     const a = controlPlane();
@@ -504,20 +521,8 @@ describe('boot sessions service: the snapshot each prune leaves, for a start aft
   });
 
   it('a store that fails the events seen while it was written leaves no snapshot, and keeps the events for the next flush', async () => {
-    fs.rmSync(path.join(dir, 'boot-events.jsonl'), { force: true });
-    const a = controlPlane();
-    await a.svc.onModuleInit();
-    for (let i = 0; i < 1500; i++) boot(a.svc, mac(i), 'disk');
-    await a.svc.flush();
-    const open = a.repo.openSnapshot.bind(a.repo);
-    a.repo.openSnapshot = async (at, node) => {
-      const w = await open(at, node);
-      const add = w.add.bind(w);
-      let first = true;
-      // Seen after the first slice, so still to be appended when the lines are done.
-      w.add = (lines) => (first && boot(a.svc, mac(1500), 'reboot'), (first = false), add(lines));
-      return w;
-    };
+    // Seen after the first slice, so still to be appended when the lines are done.
+    const a = await fleetWithSnapshotWrites((n, lines, add) => (n === 1 && boot(a.svc, mac(1500), 'reboot'), add(lines)));
     const append = a.repo.append.bind(a.repo);
     let fail = true;
     a.repo.append = (events) => (fail && events.length ? Promise.reject(new Error('disk full')) : append(events));
@@ -533,20 +538,8 @@ describe('boot sessions service: the snapshot each prune leaves, for a start aft
   });
 
   it('a snapshot file that cannot be written costs no event: those seen while it was written are appended all the same', async () => {
-    fs.rmSync(path.join(dir, 'boot-events.jsonl'), { force: true });
-    const a = controlPlane();
-    await a.svc.onModuleInit();
-    for (let i = 0; i < 1500; i++) boot(a.svc, mac(i), 'disk');
-    await a.svc.flush();
-    const open = a.repo.openSnapshot.bind(a.repo);
-    a.repo.openSnapshot = async (at, node) => {
-      const w = await open(at, node);
-      const add = w.add.bind(w);
-      let adds = 0;
-      // The first slice goes, a boot arrives, then the disk is full.
-      w.add = (lines) => (++adds === 1 ? (boot(a.svc, mac(1500), 'reboot'), add(lines)) : Promise.reject(new Error('ENOSPC')));
-      return w;
-    };
+    // The first slice goes, a boot arrives, then the disk is full.
+    const a = await fleetWithSnapshotWrites((n, lines, add) => (n === 1 ? (boot(a.svc, mac(1500), 'reboot'), add(lines)) : Promise.reject(new Error('ENOSPC'))));
     now += 5 * 60_000;
     await a.svc.flush();
     expect([a.svc.snapshotsWritten, fs.existsSync(path.join(dir, 'boot-timelines.snapshot'))]).toEqual([0, false]);
