@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import { Socket } from 'node:net';
 import { Server as TlsServer, TLSSocket } from 'node:tls';
 import { parse as parseQuery } from 'fast-querystring';
-import { BuiltResponse, EncodedAnswer } from './encoded-answer';
+import { DATE_LENGTH, EncodedAnswer, ResponseHead } from './encoded-answer';
 
 /** A boot route as the front calls it: the query and the client's address in, an answer (or its promise) out; a throw is an error answer. */
 export type FrontRoute = (query: Record<string, unknown>, ip: string | undefined) => unknown;
@@ -184,21 +184,49 @@ function readIntoStream(socket: Socket): void {
 /** The bytes of one response, as node:http writes them for the same headers (test/e2e/boot-front.e2e-spec.ts compares). */
 function response(status: number, answer: EncodedAnswer, close: boolean, keepAliveSeconds: number): Buffer {
   const date = httpDate();
-  // The common answer (200, keep-alive) is built once per cached answer; each new second copies it with that second's Date.
-  if (status === 200 && !close) return answer.wire(date, keepAliveSeconds) ?? answer.keep(build(status, answer, date, close, keepAliveSeconds), date, keepAliveSeconds);
-  return build(status, answer, date, close, keepAliveSeconds).bytes;
+  // The common answer (200, keep-alive): a shared head, this second's Date and the answer's body.
+  if (status === 200 && !close && date.length === DATE_LENGTH) return answer.wire(sharedHead(answer, keepAliveSeconds), date);
+  return Buffer.concat([Buffer.from(head(status, answer, close, keepAliveSeconds, date).text, 'latin1'), answer.bytes]);
 }
 
-function build(status: number, answer: EncodedAnswer, date: string, close: boolean, keepAliveSeconds: number): BuiltResponse {
+/**
+ * Heads of 200 keep-alive answers by content type, keep-alive and body length: a few dozen in a
+ * fleet, since answers of one kind differ in length only. Looked up without building a key (a hit
+ * allocates nothing here).
+ */
+const HEADS = new Map<string, Map<number, Map<number, ResponseHead>>>();
+let headCount = 0;
+const MAX_HEADS = 4096;
+
+function sharedHead(answer: EncodedAnswer, keepAliveSeconds: number): ResponseHead {
+  let h = HEADS.get(answer.contentType)?.get(keepAliveSeconds)?.get(answer.length);
+  if (h === undefined) {
+    // A bound for odd fleets (every answer a length of its own): start again rather than grow.
+    if (++headCount > MAX_HEADS) {
+      HEADS.clear();
+      headCount = 1;
+    }
+    let byKeepAlive = HEADS.get(answer.contentType);
+    if (byKeepAlive === undefined) HEADS.set(answer.contentType, (byKeepAlive = new Map()));
+    let byLength = byKeepAlive.get(keepAliveSeconds);
+    if (byLength === undefined) byKeepAlive.set(keepAliveSeconds, (byLength = new Map()));
+    const { text, dateAt } = head(200, answer, false, keepAliveSeconds, ' '.repeat(DATE_LENGTH));
+    byLength.set(answer.length, (h = { bytes: Buffer.from(text, 'latin1'), dateAt }));
+  }
+  return h;
+}
+
+/** A response head up to its blank line, with `date` as its Date value at `dateAt`. */
+function head(status: number, answer: EncodedAnswer, close: boolean, keepAliveSeconds: number, date: string): { text: string; dateAt: number } {
   const h = answer.headers;
-  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`;
-  for (let i = 0; i < h.length; i += 2) head += `${h[i]}: ${h[i + 1]}\r\n`;
-  head += 'Date: ';
+  let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`;
+  for (let i = 0; i < h.length; i += 2) text += `${h[i]}: ${h[i + 1]}\r\n`;
+  text += 'Date: ';
   // The header list is EncodedAnswer's, all ASCII: the string's length is the Date's byte offset.
-  const dateAt = head.length;
-  head += `${date}\r\n`;
-  head += close ? 'Connection: close\r\n\r\n' : keepAliveSeconds > 0 ? `Connection: keep-alive\r\nKeep-Alive: timeout=${keepAliveSeconds}\r\n\r\n` : 'Connection: keep-alive\r\n\r\n';
-  return { bytes: Buffer.concat([Buffer.from(head, 'latin1'), answer.bytes]), dateAt };
+  const dateAt = text.length;
+  text += `${date}\r\n`;
+  text += close ? 'Connection: close\r\n\r\n' : keepAliveSeconds > 0 ? `Connection: keep-alive\r\nKeep-Alive: timeout=${keepAliveSeconds}\r\n\r\n` : 'Connection: keep-alive\r\n\r\n';
+  return { text, dateAt };
 }
 
 /**

@@ -81,11 +81,11 @@ export function installFastBootRoutes(app: NestFastifyApplication, opts: { rawPa
     reply.code(body.statusCode).header('content-type', 'application/json; charset=utf-8');
     return body;
   };
-  // A cached answer goes out as its bytes with its own content type.
+  // A cached answer goes out as its text with its own content type.
   const wire = (reply: FastifyReply, out: unknown) => {
     if (!(out instanceof EncodedAnswer)) return out;
     reply.header('content-type', out.contentType);
-    return out.bytes;
+    return out.text;
   };
   fastify.addHook('onRoute', (r) => {
     const fast = r.method === 'GET' ? routes[r.url] : undefined;
@@ -150,9 +150,9 @@ function installRawBootPath(
     metrics.observe('GET', route, status, ms / 1000);
     accessLog?.({ method: 'GET', route, url: (req.url ?? '').split('?')[0], status, ms: Math.round(ms), client: req.socket.remoteAddress });
     if (out instanceof EncodedAnswer) {
-      // A cache hit: bytes and headers built once, when the answer was cached.
-      res.writeHead(status, out.headers as string[]);
-      res.end(out.bytes);
+      // A cache hit: its text encoded once, when the answer was cached; the headers say its byte length.
+      res.writeHead(status, out.headers);
+      res.end(out.text, 'utf8');
       return;
     }
     const text = typeof out === 'string';
