@@ -54,6 +54,34 @@ describe('LedgerMap', () => {
     expect(block.render(del).toString()).toBe('# header\nworkers: {}\n');
   });
 
+  it('renders many chunks of text, beyond ASCII too, as one JSON line per record, and re-serialises only what changed', () => {
+    type Note = { text: string; n: number };
+    const notes = new LedgerMap<Note>(path.join(dir, 'notes.yml'), 'notes', '# notes', (_k, v) => ({ ok: true, value: v as Note }), new FileSystem());
+    notes.loadSync();
+    // ~180 KB of text: the render is cut into several chunks, and a cut may fall anywhere among lines.
+    const all = new Map(Array.from({ length: 1500 }, (_, i) => [`k${i}`, { text: `Grüße ${'é'.repeat(i % 97)} — ${i}`, n: i }] as [string, Note]));
+    notes.apply(all);
+    const expected = (m: Map<string, Note>) => `# notes\nnotes:\n${[...m].map(([k, v]) => `  ${JSON.stringify(k)}: ${JSON.stringify(v)}\n`).join('')}`;
+    expect(notes.render().toString('utf8')).toBe(expected(all));
+    // A record changed after the lines were cached: its line is new, the others are the cached ones.
+    const changed = { text: 'changed ✓', n: -1 };
+    notes.apply(new Map([['k700', changed]]));
+    all.set('k700', changed);
+    const stringify = jest.spyOn(JSON, 'stringify');
+    const text = notes.render().toString('utf8');
+    // Each line quotes its key; only the changed record is serialised again.
+    const records = stringify.mock.calls.filter(([v]) => typeof v === 'object');
+    stringify.mockRestore();
+    expect(records).toEqual([[changed]]);
+    expect(text).toBe(expected(all));
+    // Pending changes passed to render win over memory, and a key only in them is appended.
+    const pending = new Map<string, Note | undefined>([['k3', undefined], ['new', { text: 'ñ', n: 0 }]]);
+    const withPending = new Map(all);
+    withPending.delete('k3');
+    withPending.set('new', { text: 'ñ', n: 0 });
+    expect(notes.render(pending).toString('utf8')).toBe(expected(withPending));
+  });
+
   it('reloads after a hand edit and only then', async () => {
     fs.writeFileSync(file, 'workers:\n  a: {"state":"registered"}\n');
     const m = mk();
