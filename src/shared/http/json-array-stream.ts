@@ -7,6 +7,7 @@ import { Readable } from 'node:stream';
  * (225 KB) was slower (GET /devices at 100,000: 0.86-0.93 s against 0.58-0.64 s).
  */
 const SLICE = 100;
+const COMMA = 0x2c;
 
 /**
  * A JSON array written a slice at a time, as the socket takes it. The items are the caller's
@@ -25,9 +26,12 @@ export function jsonArrayStream<T>(items: readonly T[], view: (item: T) => unkno
         return;
       }
       const part = items.slice(next, next + slice).map(view);
-      const text = JSON.stringify(part);
-      // '[a,b]' -> '[a,b' for the first slice, ',c,d' for the others: the array's own commas.
-      this.push(next === 0 ? text.slice(0, -1) : `,${text.slice(1, -1)}`);
+      // '[a,b]' -> '[a,b' for the first slice, ',c,d' for the others: the array's own commas. Done
+      // on the encoded bytes (its first byte, a view without its last): cutting the string first
+      // made a third copy of every piece.
+      const bytes = Buffer.from(JSON.stringify(part), 'utf8');
+      if (next > 0) bytes[0] = COMMA;
+      this.push(bytes.subarray(0, bytes.length - 1));
       next += part.length;
     },
   });
