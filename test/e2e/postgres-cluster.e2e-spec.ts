@@ -10,6 +10,10 @@ import { AuditService } from '../../src/control-plane/audit/audit.service';
 import { BootService } from '../../src/control-plane/boot/boot.service';
 import { Clock } from '../../src/control-plane/common/clock';
 import { CredentialRepository } from '../../src/control-plane/repositories/credentials/credential.repository';
+import { AppConfig } from '../../src/control-plane/config/app-config';
+import type { BootEvent } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
+import { BootSnapshotFile } from '../../src/control-plane/repositories/boot-events/boot-snapshot-file';
+import { PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
 import { Database } from '../../src/control-plane/repositories/pg/database';
 import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
@@ -644,6 +648,35 @@ describe('two control planes on one PostgreSQL', () => {
     } finally {
       await nb.close();
       await na.close();
+    }
+  });
+
+  it("a pull reads only the other control planes' boot events, each once, in order and in pages, and moves past this one's", async () => {
+    const url = pg.createDb('boot_pull');
+    const n = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_NODE_ID: 'pull-app' });
+    try {
+      // A repository of its own (the app's flush pulls with its own position), as control plane pull-a.
+      const dbase = n.app.get(Database);
+      const repo = new PgBootEventRepository(dbase, { nodeId: 'pull-a' } as AppConfig, n.app.get(BootSnapshotFile));
+      repo.pullPage = 3;
+      const at = Date.now();
+      const ev = (i: number, node: string): BootEvent => ({ at: at + i, mac: `02:00:00:00:0e:${(16 + i).toString(16)}`, stage: i % 2 ? 'vars' : 'report', node, ...(i % 2 ? { detail: { answer: 'disk' } } : { worker: `w${i}` }) });
+      // Its own and another's interleaved over three appends, the last two its own.
+      const events = Array.from({ length: 12 }, (_, i) => ev(i, i % 3 === 0 || i > 9 ? 'pull-a' : 'pull-b'));
+      for (const part of [events.slice(0, 5), events.slice(5, 10), events.slice(10)]) await repo.append(part);
+      const pages: BootEvent[][] = [];
+      for (let p = await repo.pull(); p.length; p = await repo.pull()) pages.push(p);
+      expect(pages.map((p) => p.length)).toEqual([3, 3]);
+      expect(pages.flat()).toEqual(events.filter((e) => e.node === 'pull-b'));
+      // Past its own last two: the position is the newest row, where a snapshot taken now resumes.
+      const top = (await dbase.query<{ m: string }>('SELECT max(id)::text AS m FROM boot_events')).rows[0].m;
+      expect((repo as unknown as { cursor: string }).cursor).toBe(top);
+      const later = ev(20, 'pull-b');
+      await repo.append([later, ev(21, 'pull-a')]);
+      expect(await repo.pull()).toEqual([later]);
+      expect(await repo.pull()).toEqual([]);
+    } finally {
+      await n.close();
     }
   });
 
