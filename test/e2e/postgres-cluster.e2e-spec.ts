@@ -14,6 +14,8 @@ import { AppConfig } from '../../src/control-plane/config/app-config';
 import type { BootEvent } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { BootSnapshotFile } from '../../src/control-plane/repositories/boot-events/boot-snapshot-file';
 import { PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
+import { LedgerRepository } from '../../src/control-plane/repositories/ledger/ledger.repository';
+import { FINGERPRINT_FIELDS } from '../../src/control-plane/repositories/ledger/records';
 import { Database } from '../../src/control-plane/repositories/pg/database';
 import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
@@ -535,6 +537,62 @@ describe('two control planes on one PostgreSQL', () => {
       expect((await nb.req('GET', `/boot-vars?mac=${macs[1]}`)).text).toContain('boot vars for cw1');
       expect(stats.misses).toBe(m1);
     } finally {
+      await nb.close();
+      await na.close();
+    }
+  });
+
+  it("another control plane's report telemetry reaches this one as the four telemetry fields: last_seen in place, a new fingerprint a new record that search finds", async () => {
+    const url = pg.createDb('peer_telemetry');
+    const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_REPORT_FLUSH_MS: '20' };
+    const na = await startApp({ ...env, IPXE_CP_NODE_ID: 'tel-a' });
+    const nb = await startApp({ ...env, IPXE_CP_NODE_ID: 'tel-b' });
+    const peer = new Client({ connectionString: url });
+    await peer.connect();
+    try {
+      const m = '02:00:00:00:0d:01';
+      expect((await na.req('POST', '/devices', { mac: m })).status).toBe(201);
+      const ledgerB = nb.app.get(LedgerRepository);
+      /** Polls b's record until it holds a's last_seen (and first_seen) for m. */
+      const reachesB = async () => {
+        const want = (await na.req('GET', `/devices/${m}`)).body;
+        for (const end = Date.now() + 10_000; Date.now() < end; await sleep(20)) {
+          const rec = ledgerB.devices.get(m);
+          if (rec && rec.last_seen === want.last_seen && rec.first_seen === want.first_seen) return rec;
+        }
+        throw new Error(`b never held last_seen ${want.last_seen} for ${m}`);
+      };
+      await na.req('GET', `/devices/report?mac=${m}&serial=S1&product=Seat`);
+      const first = await reachesB();
+      const firstSeen = first.last_seen;
+      expect(first.fingerprint).toMatchObject({ serial: 'S1', product: 'Seat' });
+      // The same machine booting again through a: b's record moves in place.
+      for (let i = 0; i < 2; i++) {
+        const before = (await na.req('GET', `/devices/${m}`)).body.last_seen;
+        // A later second (the clock's resolution), so last_seen does move.
+        while (Date.now() < Date.parse(before) + 1000) await sleep(20);
+        await na.req('GET', `/devices/report?mac=${m}&serial=S1&product=Seat`);
+        expect(await reachesB()).toBe(first);
+      }
+      // A new fingerprint: a new record, with the validator's field order, and b's search finds the new serial.
+      await na.req('GET', `/devices/report?mac=${m}&serial=S2&product=Seat`);
+      let second = first;
+      for (const end = Date.now() + 10_000; Date.now() < end && second.fingerprint.serial !== 'S2'; await sleep(20)) second = ledgerB.devices.get(m)!;
+      expect(second).not.toBe(first);
+      expect(Object.keys(second.fingerprint)).toEqual(FINGERPRINT_FIELDS);
+      const onA = (await na.req('GET', `/devices/${m}`)).body;
+      expect(second).toEqual({ ...first, fingerprint: onA.fingerprint, first_seen: onA.first_seen, last_seen: onA.last_seen });
+      const found = (await nb.req('GET', '/devices/page?q=s2')).body;
+      expect(found.items.map((d: { mac: string }) => d.mac)).toEqual([m]);
+      expect((await nb.req('GET', '/devices/page?q=s1')).body.items).toEqual([]);
+      // The feed says which rows were telemetry: the flushes, not the registration.
+      const feed = (await peer.query('SELECT telemetry, devices FROM ledger_changes WHERE $1 = ANY(devices) ORDER BY id', [m])).rows;
+      expect(feed[0]).toEqual({ telemetry: false, devices: [m] });
+      expect(feed.slice(1).every((r) => r.telemetry === true)).toBe(true);
+      expect(feed.length).toBe(5);
+      expect(first.last_seen).not.toBe(firstSeen);
+    } finally {
+      await peer.end();
       await nb.close();
       await na.close();
     }

@@ -82,6 +82,27 @@ describe('LedgerMap', () => {
     expect(notes.render(pending).toString('utf8')).toBe(expected(withPending));
   });
 
+  it("another process's durable telemetry (refreshInPlace, refresh): memory and the next render follow, nothing is marked to write", () => {
+    type Seen = { id: string; last: string };
+    const seen = new LedgerMap<Seen>(path.join(dir, 'seen.yml'), 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
+    seen.loadSync();
+    const a = { id: 'a', last: 't0' };
+    seen.apply(new Map([['a', a]]));
+    seen.render(); // caches a's line
+    seen.stale = false;
+    seen.refreshInPlace('a', a, (r) => (r.last = 't1'));
+    expect(seen.get('a')).toBe(a);
+    expect(seen.render().toString()).toContain('"a": {"id":"a","last":"t1"}');
+    const b = { id: 'a', last: 't2' };
+    seen.refresh('a', b);
+    expect(seen.get('a')).toBe(b);
+    expect(seen.render().toString()).toContain('"a": {"id":"a","last":"t2"}');
+    expect([seen.stale, seen.dirtyKeys.size]).toEqual([false, 0]);
+    // Only the record in memory is changed in place, and only a key in memory is replaced.
+    expect(() => seen.refreshInPlace('a', a, () => undefined)).toThrow('not the record in memory');
+    expect(() => seen.refresh('zz', b)).toThrow('not in memory');
+  });
+
   it('reloads after a hand edit and only then', async () => {
     fs.writeFileSync(file, 'workers:\n  a: {"state":"registered"}\n');
     const m = mk();

@@ -241,6 +241,25 @@ export class LedgerMap<T extends object> {
     this.stale = true;
   }
 
+  /**
+   * Telemetry another control plane already made durable (PostgreSQL), applied to the record in
+   * memory: nothing for this process to write, so neither dirty nor stale. `update` changes it in
+   * place and must leave what caches key on by identity (search texts: fingerprint, uuid) alone;
+   * a record whose fingerprint or uuid moved is replaced (refreshed) instead.
+   */
+  refreshInPlace(key: string, current: T, update: (record: T) => void): void {
+    if (this.map.get(key) !== current) throw new Error(`refreshInPlace: ${key} is not the record in memory`);
+    update(current);
+    this.lines.delete(key);
+  }
+
+  /** Like refreshInPlace, for a new record object (see there). */
+  refresh(key: string, value: T): void {
+    if (!this.map.has(key)) throw new Error(`refresh: ${key} is not in memory`);
+    this.map.set(key, value);
+    this.lines.delete(key);
+  }
+
   /** A change-log record's value for key, applied at start (replay). */
   replay(key: string, value: T | undefined): void {
     this.lines.delete(key);

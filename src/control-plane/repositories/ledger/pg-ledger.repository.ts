@@ -8,7 +8,7 @@ import { PgAuditRepository } from '../audit/pg-audit.repository';
 import { Database, LOCK } from '../pg/database';
 import { StoreSync } from '../pg/store-sync';
 import { LedgerRepository, Tx } from './ledger.repository';
-import { DeviceRecord, WorkerRecord } from './records';
+import { DeviceRecord, emptyFingerprint, Fingerprint, FINGERPRINT_FIELDS, WorkerRecord } from './records';
 
 /**
  * The tables are the truth, memory a cache of them. Every commit of every control plane takes
@@ -98,30 +98,62 @@ export class PgLedgerRepository extends LedgerRepository implements OnModuleInit
       });
   }
 
-  /** Applies the commits of other processes since our version: their keys' current rows. */
+  /**
+   * Applies the commits of other processes since our version: their keys' current rows. Keys that
+   * only telemetry flushes touched (every boot of a known machine, through the other control
+   * plane) read the four telemetry fields and update the record in memory (applyTelemetry), so a
+   * storm through two control planes neither re-reads whole records nor leaves a replaced copy
+   * per boot as old-generation garbage (issue 27).
+   */
   private async catchUp(c?: PoolClient): Promise<void> {
     const q = c ? c.query.bind(c) : this.db.query.bind(this.db);
-    const rows = (await q('SELECT id, devices, workers FROM ledger_changes WHERE id > $1 ORDER BY id', [this.version])).rows as { id: string; devices: string[]; workers: string[] }[];
+    const rows = (await q('SELECT id, devices, workers, telemetry FROM ledger_changes WHERE id > $1 ORDER BY id', [this.version])).rows as ChangeRow[];
     if (!rows.length) return;
     // Pruned past us: the feed no longer says what changed.
     if (Number(rows[0].id) !== this.version + 1) {
       const min = Number((await q('SELECT min(id) AS m FROM ledger_changes')).rows[0].m);
       if (min > this.version + 1) return this.reloadPg(c);
     }
-    const dk = [...new Set(rows.flatMap((r) => r.devices))];
+    const { whole, telemetry } = splitChanges(rows, (k) => this.devices.has(k));
     const wk = [...new Set(rows.flatMap((r) => r.workers))];
-    const d = new Map<string, DeviceRecord | undefined>(dk.map((k) => [k, undefined]));
+    const d = new Map<string, DeviceRecord | undefined>(whole.map((k) => [k, undefined]));
     const w = new Map<string, WorkerRecord | undefined>(wk.map((k) => [k, undefined]));
-    if (dk.length) for (const r of (await q('SELECT mac, data FROM devices WHERE mac = ANY($1)', [dk])).rows as { mac: string; data: DeviceRecord }[]) d.set(r.mac, r.data);
+    if (whole.length) for (const r of (await q('SELECT mac, data FROM devices WHERE mac = ANY($1)', [whole])).rows as { mac: string; data: DeviceRecord }[]) d.set(r.mac, r.data);
     if (wk.length) for (const r of (await q('SELECT worker_id, data FROM workers WHERE worker_id = ANY($1)', [wk])).rows as { worker_id: string; data: WorkerRecord }[]) w.set(r.worker_id, r.data);
+    const tel = telemetry.length
+      ? ((await q("SELECT mac, data->>'uuid' AS uuid, data->'fingerprint' AS fingerprint, data->>'first_seen' AS first_seen, data->>'last_seen' AS last_seen FROM devices WHERE mac = ANY($1)", [telemetry])).rows as TelemetryRow[])
+      : [];
     // Telemetry this process has not written yet stays on top of what arrives.
     for (const [k, v] of d) {
       const mine = this.devices.dirtyKeys.has(k) ? this.devices.get(k) : undefined;
       if (v && mine) d.set(k, { ...v, uuid: mine.uuid, fingerprint: mine.fingerprint, first_seen: v.first_seen ?? mine.first_seen, last_seen: mine.last_seen });
     }
     this.applyCommitted({ d, w }, false);
+    for (const t of tel) this.applyTelemetry(t);
     this.version = Number(rows[rows.length - 1].id);
     this.externalChange();
+  }
+
+  /**
+   * Another control plane's telemetry of a device this one holds. Only last_seen or first_seen
+   * moved (the same machine booting again): in place. A new fingerprint or uuid: a new record
+   * (the search texts are cached per record object). No index, feed or boot answer depends on
+   * these fields, so none is told. A device deleted since is left to its own change row.
+   */
+  private applyTelemetry(t: TelemetryRow): void {
+    const cur = this.devices.get(t.mac);
+    if (!cur) return;
+    if (this.devices.dirtyKeys.has(t.mac)) {
+      // This process's own newer telemetry stays; only a first_seen it lacks is taken.
+      if (cur.first_seen === null && t.first_seen !== null) this.devices.refresh(t.mac, { ...cur, first_seen: t.first_seen });
+      return;
+    }
+    const fp = t.fingerprint ?? emptyFingerprint();
+    if (t.uuid === cur.uuid && t.first_seen === cur.first_seen && sameFingerprint(fp, cur.fingerprint)) {
+      if (t.last_seen !== cur.last_seen) this.devices.refreshInPlace(t.mac, cur, (r) => (r.last_seen = t.last_seen));
+      return;
+    }
+    this.devices.refresh(t.mac, { ...cur, uuid: t.uuid, fingerprint: fingerprintOf(fp), first_seen: t.first_seen, last_seen: t.last_seen });
   }
 
   async commit<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
@@ -204,7 +236,7 @@ export class PgLedgerRepository extends LedgerRepository implements OnModuleInit
          FROM unnest($1::text[], $2::jsonb[], $3::jsonb[], $4::jsonb[], $5::jsonb[]) AS u(mac, uuid, fp, last_seen, first_seen) WHERE d.mac = u.mac`,
         [keys, recs.map((r) => JSON.stringify(r.uuid)), recs.map((r) => JSON.stringify(r.fingerprint)), recs.map((r) => JSON.stringify(r.last_seen)), recs.map((r) => JSON.stringify(r.first_seen))],
       );
-      const id = Number((await c.query('INSERT INTO ledger_changes (origin, devices, workers) VALUES ($1, $2, $3) RETURNING id', [this.config.nodeId, keys, []])).rows[0].id);
+      const id = Number((await c.query('INSERT INTO ledger_changes (origin, devices, workers, telemetry) VALUES ($1, $2, $3, true) RETURNING id', [this.config.nodeId, keys, []])).rows[0].id);
       await c.query('SELECT pg_notify($1, $2)', ['kurrent_ledger', `${id} ${this.config.nodeId}`]);
       return id;
     }, LOCK.ledger);
@@ -232,6 +264,49 @@ export class PgLedgerRepository extends LedgerRepository implements OnModuleInit
   checkpoint(): Promise<void> {
     return Promise.resolve();
   }
+}
+
+type ChangeRow = {
+  id: string;
+  devices: string[];
+  workers: string[];
+  /** Written by a telemetry flush: only uuid, fingerprint, first_seen and last_seen of these devices moved. */
+  telemetry: boolean;
+};
+
+type TelemetryRow = {
+  mac: string;
+  uuid: string | null;
+  fingerprint: Partial<Fingerprint> | null;
+  first_seen: string | null;
+  last_seen: string | null;
+};
+
+/**
+ * The device keys of a run of change rows: those any commit touched (or that memory does not
+ * hold) are read whole; those only telemetry flushes touched, their telemetry fields.
+ */
+export function splitChanges(rows: readonly Pick<ChangeRow, 'devices' | 'telemetry'>[], held: (mac: string) => boolean): { whole: string[]; telemetry: string[] } {
+  const whole = new Set<string>();
+  const telemetry = new Set<string>();
+  for (const r of rows) for (const k of r.devices) (r.telemetry ? telemetry : whole).add(k);
+  for (const k of telemetry) {
+    if (whole.has(k)) telemetry.delete(k);
+    else if (!held(k)) {
+      telemetry.delete(k);
+      whole.add(k);
+    }
+  }
+  return { whole: [...whole], telemetry: [...telemetry] };
+}
+
+const sameFingerprint = (a: Partial<Fingerprint>, b: Fingerprint): boolean => FINGERPRINT_FIELDS.every((f) => (a[f] ?? null) === b[f]);
+
+/** In the validator's field order (jsonb keeps its own), so every fingerprint has one shape. */
+function fingerprintOf(x: Partial<Fingerprint>): Fingerprint {
+  const fp = emptyFingerprint();
+  for (const f of FINGERPRINT_FIELDS) (fp[f] as string | number | null) = x[f] ?? null;
+  return fp;
 }
 
 /** A database failure as the API reports storage failures: unavailable (503), invariants (409). */

@@ -151,4 +151,14 @@ CREATE INDEX credential_tombstones_version ON credential_tombstones (version);
 CREATE INDEX boot_events_mac_at ON boot_events (mac, at);
 `,
   },
+  {
+    id: 7,
+    name: 'ledger changes that are report telemetry only',
+    sql: `
+-- A telemetry flush (last_seen, first_seen, uuid, fingerprint of known devices) is marked, so the
+-- other control planes read those four fields and update their records in place instead of
+-- reading and replacing whole records. Rows of older control planes are false: the whole record.
+ALTER TABLE ledger_changes ADD COLUMN telemetry boolean NOT NULL DEFAULT false;
+`,
+  },
 ];
