@@ -3,6 +3,8 @@ import { Logger } from '@nestjs/common';
 import fc from 'fast-check';
 import { AppConfig, loadConfig } from '../../src/control-plane/config/app-config';
 import { DnsmasqService } from '../../src/control-plane/dnsmasq/dnsmasq.service';
+import { HttpAdapterHost } from '@nestjs/core';
+import { Serving } from '../../src/control-plane/common/serving';
 import { ProcessRunner } from '../../src/shared/process-runner';
 import { MemFs } from '../helpers/mem-fs';
 import { until } from '../helpers/poll';
@@ -26,12 +28,27 @@ class FakeRunner extends ProcessRunner {
   }
 }
 
+/** Serving whose server starts listening when the test says so. */
+class StartedServing extends Serving {
+  private waiting: (() => void)[] = [];
+  constructor() {
+    super(null as unknown as HttpAdapterHost);
+  }
+  override whenListening(fn: () => void): void {
+    this.waiting.push(fn);
+  }
+  listen(): void {
+    for (const fn of this.waiting.splice(0)) setImmediate(fn);
+  }
+}
+
 function setup(env: Record<string, string>) {
   const config: AppConfig = loadConfig({ IPXE_CP_STATE_DIR: '/s', IPXE_CP_DNSMASQ_DIR: '/d', ...env });
   const fs = new MemFs();
   const store = new FileLedgerRepository(config, fs);
   const runner = new FakeRunner();
-  const svc = new DnsmasqService(config, fs, store, runner);
+  const serving = new StartedServing();
+  const svc = new DnsmasqService(config, fs, store, runner, serving);
   const device = (mac: string, worker: string | null): DeviceRecord => newDevice(mac, { state: worker ? 'bound' : 'pooled', bound_worker_id: worker });
   const worker = (id: string, hostname = id): WorkerRecord => newWorker(id, { hostname });
   const put = async (devices: DeviceRecord[], workers: WorkerRecord[]) =>
@@ -39,7 +56,7 @@ function setup(env: Record<string, string>) {
       for (const w of workers) tx.workers.set(w.worker_id, w);
       for (const d of devices) tx.devices.set(d.mac, d);
     });
-  return { svc, fs, runner, put, device, worker };
+  return { svc, fs, runner, put, device, worker, serving };
 }
 
 /** A sync's outcome once its reload has run. */
@@ -63,7 +80,7 @@ describe('DnsmasqService', () => {
 
   it('the incremental projection always equals a from-scratch render of the ledger (property)', async () => {
     const op = fc.record({
-      kind: fc.constantFrom('bind', 'unbind', 'rename', 'delete', 'create'),
+      kind: fc.constantFrom('bind', 'unbind', 'rename', 'delete', 'create', 'warm'),
       mac: fc.integer({ min: 0, max: 7 }),
       worker: fc.integer({ min: 0, max: 5 }),
       host: fc.constantFrom('a', 'b', 'zz', 'ab', 'a-1', 'm'),
@@ -77,6 +94,10 @@ describe('DnsmasqService', () => {
         for (const o of ops) {
           const id = `w${o.worker}`;
           const mac = macs[o.mac];
+          if (o.kind === 'warm') {
+            // The index made in the background after start, at any point between changes.
+            await (s.svc as unknown as { warmIndex(): Promise<void> }).warmIndex();
+          }
           await store.commit((tx) => {
             const w = tx.workers.get(id);
             const d = tx.devices.get(mac)!;
@@ -103,6 +124,65 @@ describe('DnsmasqService', () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  it('start derives the file alone; the index follows once the server listens, without writing the file again, and a change after it is incremental', async () => {
+    const s = setup({ IPXE_CP_DNSMASQ_RELOAD: 'docker:ipxe-dnsmasq' });
+    await s.put([s.device('02:00:00:00:00:02', 'b'), s.device('02:00:00:00:00:01', 'a')], [s.worker('a', 'zeta'), s.worker('b', 'alpha')]);
+    const svc = s.svc as unknown as { unindexed: unknown[] | null; rebuild(): void; workerByMac: Map<string, string> };
+    let rebuilds = 0;
+    const rebuild = svc.rebuild.bind(svc);
+    svc.rebuild = () => (rebuilds++, rebuild());
+    await s.svc.onModuleInit();
+    expect(s.fs.files.get('/d/dhcp-hosts.conf')).toBe('02:00:00:00:00:02,alpha\n02:00:00:00:00:01,zeta\n');
+    expect([svc.unindexed?.length, svc.workerByMac.size]).toEqual([2, 0]);
+    s.serving.listen();
+    expect(await until(async () => svc.unindexed === null, 5000)).toBe(true);
+    expect([...svc.workerByMac]).toEqual([['02:00:00:00:00:02', 'b'], ['02:00:00:00:00:01', 'a']]);
+    expect(rebuilds).toBe(1);
+    expect(s.runner.calls).toHaveLength(1); // the start's write only
+    expect(s.fs.writes.filter(([f]) => f === '/d/dhcp-hosts.conf')).toHaveLength(1);
+    await s.put([s.device('02:00:00:00:00:03', 'c')], [s.worker('c', 'beta')]);
+    expect(await settled(await s.svc.sync())).toEqual({ changed: true });
+    expect(rebuilds).toBe(1);
+    expect(s.fs.files.get('/d/dhcp-hosts.conf')).toBe('02:00:00:00:00:02,alpha\n02:00:00:00:00:03,beta\n02:00:00:00:00:01,zeta\n');
+  });
+
+  it('a change while the index is built slice by slice builds it at once; the slices stop and never install theirs', async () => {
+    const s = setup({});
+    const n = 12_000; // more than two slices
+    const macOf = (i: number) => `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
+    await s.put(Array.from({ length: n }, (_, i) => s.device(macOf(i), `w${i}`)), Array.from({ length: n }, (_, i) => s.worker(`w${i}`, `h${i}`)));
+    const svc = s.svc as unknown as { warmIndex(): Promise<void>; install(idx: unknown): void; unindexed: unknown[] | null };
+    let warming: Promise<void> | null = null;
+    const warm = svc.warmIndex.bind(svc);
+    svc.warmIndex = () => (warming = warm());
+    await s.svc.onModuleInit();
+    const installs: unknown[] = [];
+    const install = svc.install.bind(svc);
+    svc.install = (idx) => (installs.push(idx), install(idx));
+    s.serving.listen();
+    // The first slice runs on the turn after listening; the change lands before the last one.
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(warming).not.toBeNull();
+    expect(svc.unindexed).not.toBeNull();
+    const store = (s.svc as unknown as { store: LedgerRepository }).store;
+    await store.commit((tx) => tx.workers.set('w7', { ...tx.workers.get('w7')!, hostname: 'a-first' }));
+    await settled(await s.svc.sync());
+    expect(installs).toHaveLength(1);
+    await warming;
+    expect(installs).toHaveLength(1);
+    const expected = Array.from({ length: n }, (_, i) => [i === 7 ? 'a-first' : `h${i}`, macOf(i)])
+      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+      .map(([h, m]) => `${m},${h}\n`)
+      .join('');
+    expect(s.fs.files.get('/d/dhcp-hosts.conf')).toBe(expected);
+    // The index answers the next change incrementally, exactly.
+    await store.commit((tx) => tx.devices.set(macOf(3), { ...tx.devices.get(macOf(3))!, state: 'pooled', bound_worker_id: null }));
+    await settled(await s.svc.sync());
+    expect(s.fs.files.get('/d/dhcp-hosts.conf')).toBe(expected.replace(`${macOf(3)},h3\n`, ''));
+    expect(installs).toHaveLength(1);
   });
 
   it('atomic mode swaps the file by link and makes it durable off the answer path: after a quiet second, or at shutdown', async () => {
