@@ -7,7 +7,7 @@ import { tolerateStdioErrors } from './log-destination';
 /**
  * Shared entry point of both processes: validated config or exit 2 naming the variable, a
  * corrupt state file is exit 3 naming file and line, a port or state directory in use exit 4
- * naming it (a message, never a stack), then listen.
+ * naming it (a message, never a stack), a start that stalls exit 5, then listen.
  */
 export async function runMain<C extends { port: number; host: string; tls?: unknown; token?: string }>(
   name: string,
@@ -28,9 +28,18 @@ export async function runMain<C extends { port: number; host: string; tls?: unkn
     }
     throw e;
   }
+  // A start that waits on something nothing will ever settle (a promise no timer or socket backs)
+  // lets the event loop empty, and Node would exit 0 without a word: systemd's Restart=on-failure
+  // does not restart a clean exit, so the service would stay down. Fail loudly instead.
+  const stalled = () => {
+    process.stderr.write(`${name}: cannot start: start-up waited on something that never completes, and nothing is listening (exit 5)\n`);
+    process.exit(5);
+  };
+  process.once('beforeExit', stalled);
   try {
     const app = await create(config);
     await app.listen(config.port, config.host);
+    process.removeListener('beforeExit', stalled);
     // What a newcomer needs first: where it listens, where the docs are, whether a token is needed.
     const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
     const base = `${config.tls ? 'https' : 'http'}://${host}:${config.port}`;
