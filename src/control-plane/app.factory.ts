@@ -1,3 +1,4 @@
+import * as path from 'node:path';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
@@ -6,7 +7,7 @@ import { AppModule } from './app.module';
 import { AppConfig } from './config/app-config';
 import { operationId } from '../shared/http/operation-ids';
 import { BODY_LIMIT, MAX_PARAM_LENGTH } from '../shared/http/http-limits';
-import { serveOpenApi } from '../shared/http/openapi-serve';
+import { readPrebuiltSpec, serveOpenApi } from '../shared/http/openapi-serve';
 import { strictHttp } from '../shared/http/routes';
 import { AccessLogLine, installFastBootRoutes } from './boot/fast-routes';
 import { tidySpec } from '../shared/http/openapi-tidy';
@@ -61,8 +62,14 @@ function installAccessLog(app: NestFastifyApplication, config: AppConfig, line: 
     });
 }
 
+/**
+ * The OpenAPI document `npm run build` writes beside dist/bundle/kurrent.js (scripts/bundle.ts).
+ * Run from the bundle, __dirname is dist/bundle; unbundled (dist/src, the tests) there is none.
+ */
+export const PREBUILT_SPEC = path.join(__dirname, 'control-plane.openapi.json');
+
 /** Builds the control-plane app (used by main.ts, the tests and the OpenAPI script). */
-export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {}): Promise<NestFastifyApplication> {
+export async function createApp(config: AppConfig, opts: { quiet?: boolean; prebuiltSpec?: string } = {}): Promise<NestFastifyApplication> {
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(config),
     new FastifyAdapter({
@@ -90,7 +97,7 @@ export async function createApp(config: AppConfig, opts: { quiet?: boolean } = {
   if (!opts.quiet) app.useLogger(app.get(Logger));
   installAccessLog(app, config, accessLine);
   app.enableShutdownHooks();
-  serveOpenApi(app, buildOpenApi, true);
+  serveOpenApi(app, buildOpenApi, true, () => readPrebuiltSpec(opts.prebuiltSpec ?? PREBUILT_SPEC));
   installWebUi(app, config);
   return app;
 }

@@ -1,6 +1,10 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { SwaggerModule } from '@nestjs/swagger';
 import { renderAgentSpec, renderControlPlaneSpec } from '../../scripts/openapi';
+import { createApp } from '../../src/control-plane/app.factory';
+import { loadConfig } from '../../src/control-plane/config/app-config';
+import { tempDir } from '../helpers/app';
 
 describe('OpenAPI document', () => {
   let spec: string;
@@ -117,6 +121,57 @@ describe('OpenAPI document', () => {
     for (const p of open) expect(doc.info.description).toContain(p.slice(4));
     expect(doc.servers).toEqual([expect.objectContaining({ url: '{scheme}://{host}:{port}', variables: expect.objectContaining({ port: { default: '4839' } }) })]);
     expect(doc.info.license).toEqual({ name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' });
+  });
+});
+
+describe('the document the control plane serves', () => {
+  const committed = () => JSON.parse(fs.readFileSync(path.join(__dirname, '../../openapi/control-plane.openapi.json'), 'utf8'));
+
+  /** The app on a scratch tree, with the prebuilt document at `prebuiltSpec`; its createDocument calls counted. */
+  async function serve(prebuiltSpec: string) {
+    const dir = tempDir('kurrent-prebuilt-');
+    const build = jest.spyOn(SwaggerModule, 'createDocument');
+    const app = await createApp(loadConfig({ IPXE_CP_LOG_LEVEL: 'silent' }, dir), { quiet: true, prebuiltSpec });
+    await app.init();
+    await app.getHttpAdapter().getInstance().ready();
+    const fastify = app.getHttpAdapter().getInstance();
+    const req = (method: 'GET' | 'POST', url: string, payload?: object) => fastify.inject({ method, url, payload });
+    // Other apps of this process may build theirs meanwhile: only calls for this one count.
+    const builds = () => build.mock.calls.filter((c) => c[0] === app).length;
+    return { app, req, builds, done: async () => (build.mockRestore(), await app.close(), fs.rmSync(dir, { recursive: true, force: true })) };
+  }
+
+  it('is the one the build wrote beside the bundle: /openapi.json serves it, and nothing is built at run time, a body validation included', async () => {
+    const file = path.join(tempDir('kurrent-spec-'), 'control-plane.openapi.json');
+    const marked = committed();
+    marked.info.title = 'prebuilt by this test';
+    fs.writeFileSync(file, JSON.stringify(marked));
+    const t = await serve(file);
+    try {
+      // The first body validation reads the schemas (nullable fields) from the document.
+      const n = await t.req('POST', '/workers', { worker_id: 'w1', arch: null });
+      expect([n.statusCode, n.json().message]).toEqual([400, 'arch: must not be null']);
+      expect((await t.req('GET', '/openapi.json')).json().info.title).toBe('prebuilt by this test');
+      expect(t.builds()).toBe(0);
+    } finally {
+      await t.done();
+    }
+  });
+
+  it('is built on first use when there is none, or it cannot be read, and is then the committed one', async () => {
+    const dir = tempDir('kurrent-spec-');
+    const broken = path.join(dir, 'broken.json');
+    fs.writeFileSync(broken, '{"openapi": "3.0');
+    for (const file of [path.join(dir, 'missing.json'), broken]) {
+      const t = await serve(file);
+      try {
+        expect(t.builds()).toBe(0); // not at start
+        expect((await t.req('GET', '/openapi.json')).json()).toEqual(committed());
+        expect(t.builds()).toBe(1);
+      } finally {
+        await t.done();
+      }
+    }
   });
 });
 
