@@ -8,7 +8,9 @@
  * spawn to the first /healthz 200), RSS after start, bind p50/p99 (unbind + bind rounds), a
  * credential change p50/p99 (PUT /workers/{id}/credential, a rotation), GET /devices whole and
  * filtered, the boot storm (every seat /devices/report then /boot-vars, wrk; the seats/s and the
- * time the whole fleet takes at that rate), and RSS after the storm. Separately, GET /operations
+ * time the whole fleet takes at that rate), RSS after the storm, and a fleet-wide credential push
+ * (every worker's secret rotated through the API, 16 at a time: rotations/s, the whole fleet at
+ * that rate, p50/p99). Separately, GET /operations
  * ?tail=100 and ?since=<middle> on an audit of 1,000,000 and 10,000,000 entries (median of 20).
  * Also a day of boot history (bootHistory): start-up before and after the first prune; and a
  * week of healthy boots (bootWeek): start-up and RSS with every timeline full, replayed from the
@@ -388,6 +390,18 @@ async function measureRunning(n: number, pid: number): Promise<Row> {
   row.stormFleetS = n / row.stormSeatsPerS;
   row.stormP99 = storm.p99;
   row.rssStormMb = rssMb(pid);
+  // A fleet-wide credential push: every worker's secret rotated through the API, 16 at a time, as
+  // an operator's script would after a suspected leak. Bounded in time; the whole fleet's time is
+  // its rate's. Last, so the credential fold it leaves behind does not land in another figure.
+  const push = await wrk(url, Math.min(10, Math.max(4, Math.ceil(n / 10_000))), 16, path.join(root, 'bench/wrk/rotate.lua'), {
+    BENCH_DEVICES: String(n),
+    BENCH_TOKEN: TOKEN,
+  });
+  if (push.non2xx || push.errors) throw new Error(`credential push: ${push.non2xx} non-2xx, ${push.errors} socket errors`);
+  row.pushPerS = push.rps;
+  row.pushFleetS = n / push.rps;
+  row.pushP50 = push.p50;
+  row.pushP99 = push.p99;
   return row;
 }
 
@@ -459,6 +473,10 @@ const METRICS: [key: string, label: string, digits: number, goal?: string][] = [
   ['storm2SeatsPerS', 'storm through two PostgreSQL control planes: seats/s', 0],
   ['storm2FleetS', 'storm through two PostgreSQL control planes: the whole fleet (s)', 2, '< 8'],
   ['rssStormMb', 'RSS after the storm (MB)', 0, '< 500'],
+  ['pushPerS', 'fleet-wide credential push: rotations/s, 16 at a time', 0, 'at least 0.5x of 1,000: O(changed rows)'],
+  ['pushFleetS', 'fleet-wide credential push: the whole fleet at that rate (s)', 0],
+  ['pushP50', 'fleet-wide credential push: p50 (ms)', 1],
+  ['pushP99', 'fleet-wide credential push: p99 (ms)', 1],
   ['historyEvents', 'boot events stored with a day of 1% of the fleet looping (thousands)', 0],
   ['historyStartMs', 'start-up with that history (ms)', 0],
   ['historyRssMb', 'RSS after start with that history (MB)', 0],
