@@ -19,7 +19,7 @@ export function readPrebuiltSpec(file: string): OpenAPIObject | null {
  * Serves /docs, /openapi.json (and /openapi.yaml when asked) from a document made on first use:
  * the first request for it, or the first body validation (the spec says where null is allowed).
  * `prebuilt` supplies the one the build rendered; only without it is the document built here.
- * Building walks every controller and DTO: 0.3-0.4 s of one synchronous turn at 100,000 seats on
+ * Building walks every controller and DTO: 0.3-0.4 s of one synchronous turn (any fleet size) on
  * this machine, which stalled every request in flight behind the first body validation after a
  * start. Start-up does not wait for either.
  */
