@@ -324,6 +324,37 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     await verify(cp, { devices: new Set(['02:5b:00:00:00:01', '02:5b:00:00:00:02']), workers: new Set(['cut']), deleted: new Set(), pairs: new Map([['02:5b:00:00:00:01', 'cut']]) });
   });
 
+  it('a kill right after a credential rotation is durable, before its audit entry is written: the entry is recovered at start', async () => {
+    await freshControlPlane('kurrent-crash-cred-audit-');
+    expect((await cp.req('POST', '/workers', { worker_id: 'rot' })).status).toBe(201);
+    const issued = await cp.req('PUT', '/workers/rot/credential', { generate: true });
+    expect(issued.status).toBe(200);
+    await cp.kill();
+    // The first credential-log append of this process is the rotation: it dies right after it.
+    await cp.start('append:nvme-credentials.wal@1');
+    await expect(cp.req('PUT', '/workers/rot/credential', { generate: true })).rejects.toThrow();
+    await cp.exited;
+    const trail = () => fs.readFileSync(path.join(cp.dir, 'state/operations.jsonl'), 'utf8');
+    expect(trail()).not.toContain('credential.rotate');
+    await cp.start();
+    const now = await cp.req('GET', '/workers/rot/credential');
+    expect(now.status).toBe(200);
+    expect(now.body.dhchap_key_sha256).not.toBe(issued.body.dhchap_key_sha256);
+    // The rotation that survived the kill is audited, with the hash of the secret it set.
+    const ops = (await cp.req('GET', '/operations?worker_id=rot')).body.entries.map((e: any) => [e.op, e.dhchap_key_sha256]);
+    expect(ops).toEqual([
+      ['worker.create', undefined],
+      ['credential.issue', issued.body.dhchap_key_sha256],
+      ['credential.rotate', now.body.dhchap_key_sha256],
+    ]);
+    expect(trail()).not.toMatch(/DHHC-1:/);
+    // Ids stay increasing and unique after the recovered one.
+    expect((await cp.req('PUT', '/workers/rot/credential', { generate: true })).status).toBe(200);
+    const all = (await cp.req('GET', '/operations')).body.entries.map((e: any) => e.id);
+    expect(all).toEqual([...all].sort((x: number, y: number) => x - y));
+    expect(new Set(all).size).toBe(all.length);
+  });
+
   it('a hand edit made while the control plane was down is never undone by the change-log replay: refused where they disagree, kept where they do not', async () => {
     await freshControlPlane('kurrent-crash-edit-');
     const devicesFile = path.join(cp.dir, 'state/devices.yml');

@@ -329,6 +329,11 @@ describe('two control planes on one PostgreSQL', () => {
     const c = new Client({ connectionString: url });
     await c.connect();
     try {
+      expect((await t.req('POST', '/workers', { worker_id: 'keyed' })).status).toBe(201);
+      const issued = await t.req('PUT', '/workers/keyed/credential', { generate: true });
+      expect(issued.status).toBe(200);
+      const secretRow = async () => (await c.query("SELECT body->>'dhchap_key' AS k, version FROM credentials WHERE worker_id = 'keyed'")).rows[0];
+      const before = await secretRow();
       await c.query('ALTER TABLE audit RENAME TO audit_away');
       // The change and its entry are one transaction: neither, and a 503 naming why.
       const refused = await t.req('POST', '/devices', { mac: '02:00:00:00:0a:01' });
@@ -336,6 +341,11 @@ describe('two control planes on one PostgreSQL', () => {
       expect(refused.body.message).toMatch(/^the database refused the audit entry, nothing was changed: /);
       expect((await c.query("SELECT mac FROM devices WHERE mac = '02:00:00:00:0a:01'")).rows).toEqual([]);
       expect((await t.req('GET', '/devices/02:00:00:00:0a:01')).status).toBe(404);
+      // A credential rotation as well: the secret is not changed without its audit entry.
+      const rotation = await t.req('PUT', '/workers/keyed/credential', { generate: true });
+      expect([rotation.status, rotation.body.message]).toEqual([503, expect.stringMatching(/^the database refused the audit entry, nothing was changed: /)]);
+      expect(await secretRow()).toEqual(before);
+      expect((await t.req('GET', '/workers/keyed/credential')).body.dhchap_key_sha256).toBe(issued.body.dhchap_key_sha256);
       // An entry that describes no ledger change (a setting) is kept in order and retried.
       expect((await t.req('PUT', '/settings/auto-register', { enabled: true })).status).toBe(200);
       expect((await t.req('PUT', '/settings/auto-register', { enabled: false })).status).toBe(200);

@@ -1,6 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { Clock } from '../../src/control-plane/common/clock';
 import type { AppConfig } from '../../src/control-plane/config/app-config';
+import type { AuditEntry } from '../../src/control-plane/repositories/audit/audit.repository';
+import { FileAuditRepository } from '../../src/control-plane/repositories/audit/file-audit.repository';
 import { CredentialRecord, FileShape, newPush, runOnView } from '../../src/control-plane/repositories/credentials/credential.repository';
 import { FileCredentialRepository, readCredentialsFile, readCredentialsOnDisk, renderCredentialsFile } from '../../src/control-plane/repositories/credentials/file-credential.repository';
 import { FileSystem } from '../../src/shared/files/file-system';
@@ -150,6 +153,119 @@ describe('FileCredentialRepository: nvme-credentials.json and its log', () => {
     await repo.checkpoint();
     const file = jsonOf(dir);
     expect([file.credentials.w1.revoked, file.credentials.w2.revoked, !!file.credentials.w3]).toEqual([true, true, true]);
+  });
+});
+
+describe('FileCredentialRepository: a change and its audit entries are one commit', () => {
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
+
+  /** A FileSystem whose appends to operations.jsonl fail while `full` is set (ENOSPC): the entries stay queued in memory. */
+  class FullAuditDisk extends FileSystem {
+    full = false;
+    override appendDurable(file: string, data: string | Buffer, mode?: number): Promise<void> {
+      if (this.full && path.basename(file) === 'operations.jsonl') return Promise.reject(Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' }));
+      return super.appendDurable(file, data, mode);
+    }
+  }
+  const open = async (dir: string, disk: FileSystem) => {
+    const config = { stateDir: dir, checkpointMs: 60_000 } as AppConfig;
+    const audit = new FileAuditRepository(config, disk, new Clock());
+    const repo = new FileCredentialRepository(config, disk, audit);
+    await audit.onModuleInit();
+    repo.onModuleInit();
+    return { audit, repo };
+  };
+  const trail = (dir: string) =>
+    fs
+      .readFileSync(path.join(dir, 'operations.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as AuditEntry);
+  const walRecords = (dir: string) =>
+    fs
+      .readFileSync(path.join(dir, 'nvme-credentials.wal'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l.slice(l.indexOf('{'))) as { a?: AuditEntry[] });
+
+  it('the entries travel in the log record, reach operations.jsonl after it, and a start after a kill recovers them in id order with the ledger\'s', async () => {
+    const dir = tempDir('kurrent-creds-audit-');
+    dirs.push(dir);
+    const disk = new FullAuditDisk();
+    const { audit, repo } = await open(dir, disk);
+    await repo.change((d, a) => {
+      d.credentials.w1 = cred('w1');
+      a('credential.issue', { worker_id: 'w1', client: 'test' });
+    });
+    expect(trail(dir).map((e) => [e.id, e.op, e.worker_id])).toEqual([[1, 'credential.issue', 'w1']]);
+    expect(walRecords(dir).map((r) => r.a?.map((e) => e.id))).toEqual([[1]]);
+
+    // The disk refuses the trail: a ledger commit reserves id 2, a rotation takes id 3 and is committed.
+    disk.full = true;
+    const ledgerEntries = audit.reserve([{ op: 'worker.create', fields: { worker_id: 'w2' } }]);
+    const rotated = repo.change((d, a) => {
+      d.credentials.w1.dhchap_key = KEY;
+      d.credentials.w1.issued_at = '2026-12-04T00:00:00.000Z';
+      a('credential.rotate', { worker_id: 'w1', client: 'test' });
+    });
+    void audit.fill(ledgerEntries);
+    await rotated;
+    expect(trail(dir).map((e) => e.id)).toEqual([1]);
+    // The log is the only copy of entry 3: it is not folded away.
+    await expect(repo.checkpoint()).rejects.toThrow(/not yet in operations\.jsonl/);
+    expect(walRecords(dir).map((r) => r.a?.map((e) => e.id))).toEqual([[1], [3]]);
+
+    // A kill: nothing of memory survives (the dead process's retry timer goes, its disk still full). The ledger's start recovers its entry 2 and, in the same
+    // call, the credential log's 3, in id order; a second start adds nothing.
+    await audit.onApplicationShutdown();
+    for (let start = 0; start < 2; start++) {
+      const next = await open(dir, new FileSystem());
+      expect(await next.audit.recover(start === 0 ? ledgerEntries : [])).toBe(start === 0 ? 2 : 0);
+      expect(next.repo.get('w1')!.issued_at).toBe('2026-12-04T00:00:00.000Z');
+      expect(trail(dir).map((e) => [e.id, e.op])).toEqual([
+        [1, 'credential.issue'],
+        [2, 'worker.create'],
+        [3, 'credential.rotate'],
+        ...(start === 1 ? [[4, 'device.create']] : []),
+      ]);
+      // New ids go on after the recovered ones; once they are written the log may be folded.
+      const e = await next.audit.record('device.create', {});
+      expect(e.id).toBe(4 + start);
+      await next.repo.checkpoint();
+      await next.audit.onApplicationShutdown();
+    }
+    expect(fs.statSync(path.join(dir, 'nvme-credentials.wal')).size).toBe(0);
+  });
+
+  it('a change that changes nothing still records its entries; a failed log write records none and changes nothing', async () => {
+    const dir = tempDir('kurrent-creds-audit-');
+    dirs.push(dir);
+    const disk = new FileSystem();
+    const { repo } = await open(dir, disk);
+    await repo.change((_d, a) => a('credential.revoke', { worker_id: 'w9', client: 'test' }));
+    expect(trail(dir).map((e) => e.op)).toEqual(['credential.revoke']);
+    // A log the disk refuses: the change fails, and with it its entry.
+    const failing = new (class extends FileSystem {
+      override appendDurable(file: string, data: string | Buffer, mode?: number): Promise<void> {
+        if (path.basename(file) === 'nvme-credentials.wal') return Promise.reject(Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }));
+        return super.appendDurable(file, data, mode);
+      }
+    })();
+    const { audit: audit2, repo: repo2 } = await open(dir, failing);
+    await expect(
+      repo2.change((d, a) => {
+        d.credentials.w5 = cred('w5');
+        a('credential.issue', { worker_id: 'w5', client: 'test' });
+      }),
+    ).rejects.toThrow();
+    expect(repo2.get('w5')).toBeUndefined();
+    // The cancelled id is skipped; the trail holds no entry of the failed change.
+    const later = await audit2.record('device.create', {});
+    expect(trail(dir).map((e) => [e.id, e.op])).toEqual([
+      [1, 'credential.revoke'],
+      [later.id, 'device.create'],
+    ]);
   });
 });
 

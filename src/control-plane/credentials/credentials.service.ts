@@ -150,8 +150,7 @@ export class CredentialsService {
     }
     if (!this.store.read().workers.has(id)) throw notFound(`worker not found: ${id}`);
     const key = dto.dhchap_key ?? generateDhchapKey();
-    const had = this.current(id);
-    const c = await this.creds.change((d) => {
+    const had = await this.creds.change((d, audit) => {
       const now = this.clock.isoNow();
       this.dropLeftover(d, id);
       const cur = d.credentials[id];
@@ -160,9 +159,9 @@ export class CredentialsService {
         : { worker_id: id, hostnqn: this.hostNqnOf(id), dhchap_key: key, issued_at: now, revoked: false, revoked_at: null, agents: {}, worker_incarnation: this.incarnationOf(id) };
       if (cur) next.issued_at = now;
       d.credentials[id] = next;
-      return next;
+      audit(cur ? 'credential.rotate' : 'credential.issue', { worker_id: id, hostnqn: next.hostnqn, source: dto.generate ? 'generated' : 'given', ...this.hashes(next), client });
+      return !!cur;
     });
-    await this.audit.record(had ? 'credential.rotate' : 'credential.issue', { worker_id: id, hostnqn: c.hostnqn, source: dto.generate ? 'generated' : 'given', ...this.hashes(c), client });
     await this.syncWorker(id, had ? 'rotate' : 'create');
     await this.notifyChange(id, 'rotate');
     return this.toDto(this.current(id)!);
@@ -173,16 +172,15 @@ export class CredentialsService {
     const id = this.parseId(rawId);
     if (!this.store.read().workers.has(id)) throw notFound(`worker not found: ${id}`);
     if (!this.current(id)) throw notFound(`worker ${id} has no NVMe credential`);
-    const c = await this.creds.change((d) => {
+    await this.creds.change((d, audit) => {
       const cur = d.credentials[id];
       if (!cur.revoked) {
         cur.revoked = true;
         cur.revoked_at = this.clock.isoNow();
       }
       for (const p of Object.values(cur.agents)) Object.assign(p, { state: 'removing', attempts: 0, next_attempt_at: null, last_error: null });
-      return cur;
+      audit('credential.revoke', { worker_id: id, hostnqn: cur.hostnqn, ...this.hashes(cur), client });
     });
-    await this.audit.record('credential.revoke', { worker_id: id, hostnqn: c.hostnqn, ...this.hashes(c), client });
     await this.syncWorker(id, 'delete');
     await this.notifyChange(id, 'delete');
     return this.toDto(this.current(id)!);
@@ -200,9 +198,9 @@ export class CredentialsService {
   /** Issues the credential of a worker that has none (first NVMe disk). Revoked ones stay revoked. */
   async ensureIssued(id: string, client: string, reason = 'first NVMe disk'): Promise<void> {
     if (this.current(id)) return;
-    const c = await this.creds.change((d) => {
+    await this.creds.change((d, audit) => {
       this.dropLeftover(d, id);
-      if (d.credentials[id]) return null;
+      if (d.credentials[id]) return;
       const rec: CredentialRecord = {
         worker_id: id,
         hostnqn: this.hostNqnOf(id),
@@ -214,9 +212,8 @@ export class CredentialsService {
         worker_incarnation: this.incarnationOf(id),
       };
       d.credentials[id] = rec;
-      return rec;
+      audit('credential.issue', { worker_id: id, hostnqn: rec.hostnqn, source: 'generated', reason, ...this.hashes(rec), client });
     });
-    if (c) await this.audit.record('credential.issue', { worker_id: id, hostnqn: c.hostnqn, source: 'generated', reason, ...this.hashes(c), client });
   }
 
   /**
@@ -228,7 +225,7 @@ export class CredentialsService {
     const c = this.creds.get(id);
     if (!c) return;
     try {
-      const deleted = await this.creds.change((d) => {
+      const deleted = await this.creds.change((d, audit) => {
         const cur = d.credentials[id];
         if (!cur) return false; // someone else (the reconciler) got here first
         if (!this.isLeftover(cur)) return false; // issued to a worker of this id that exists now
@@ -236,10 +233,10 @@ export class CredentialsService {
         for (const agent of Object.keys(cur.agents)) {
           d.removals.push({ worker_id: id, hostnqn: cur.hostnqn, agent, attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null });
         }
+        audit('credential.delete', { worker_id: id, hostnqn: cur.hostnqn, agents: Object.keys(cur.agents).sort(), client });
         return true;
       });
       if (!deleted) return;
-      await this.audit.record('credential.delete', { worker_id: id, hostnqn: c.hostnqn, agents: Object.keys(c.agents).sort(), client });
       await Promise.all(this.creds.removals().filter((r) => r.worker_id === id).map((r) => this.removeQueued(r)));
     } catch (e) {
       this.log.error(`credential cleanup of deleted worker ${id} failed, left to the reconciler: ${(e as Error).message}`);

@@ -154,17 +154,37 @@ export class FileAuditRepository extends AuditRepository implements OnModuleInit
     this.kick();
   }
 
-  /** At start, from the change log: the entries of committed changes that never reached the file. */
+  /** Other logs that carry entries of their commits (the credential log): read by recover. */
+  private readonly carriers: (() => AuditEntry[])[] = [];
+
+  /**
+   * Registers another log whose commits carry their entries (reserve/fill). Its entries are
+   * recovered by the same recover call as the ledger's, so the file stays in id order when a
+   * kill left entries of both behind.
+   */
+  addCarrier(carried: () => AuditEntry[]): void {
+    this.carriers.push(carried);
+  }
+
+  /**
+   * At start, under the state lock (the ledger calls it): the entries of committed changes that
+   * never reached the file, from the change log (entries) and every carrier, in id order.
+   */
   async recover(entries: AuditEntry[]): Promise<number> {
     await this.onModuleInit();
-    const missing = entries.filter((e) => e.id > this.durableId).sort((x, y) => x.id - y.id);
+    const all = new Map<number, AuditEntry>();
+    for (const e of [...entries, ...this.carriers.flatMap((c) => c())]) all.set(e.id, e);
+    const queued = new Set(this.pending.map((p) => p.id));
+    const missing = [...all.values()].filter((e) => e.id > this.durableId && !queued.has(e.id));
     if (!missing.length) return 0;
-    const data = missing.map((e) => JSON.stringify(e) + '\n').join('');
-    await this.fs.appendDurable(this.file, data);
-    this.activeBytes += Buffer.byteLength(data);
-    this.lastId = Math.max(this.lastId, missing[missing.length - 1].id);
-    this.durableId = this.lastId;
-    this.log.warn(`${missing.length} audit entr(ies) of committed changes recovered from the change log`);
+    // Queued like any entry: in id order, ahead of every later one, and on a full disk kept and
+    // retried (the logs that carry them keep them until durableThrough says they are written).
+    this.lastId = Math.max(this.lastId, ...missing.map((e) => e.id));
+    const done = missing.map((e) => new Promise<void>((resolve) => this.pending.push({ id: e.id, line: JSON.stringify(e) + '\n', done: resolve })));
+    this.pending.sort((x, y) => x.id - y.id);
+    this.log.warn(`${missing.length} audit entr(ies) of committed changes recovered from the change logs`);
+    this.kick();
+    await Promise.all(done);
     return missing.length;
   }
 

@@ -1,4 +1,5 @@
 import { Mutex } from '../../../shared/files/mutex';
+import type { AuditFields, TxAudit } from '../audit/audit.repository';
 
 export const PUSH_STATES = ['pushed', 'pending', 'failed', 'removing'] as const;
 export type PushState = (typeof PUSH_STATES)[number];
@@ -112,6 +113,15 @@ export function applyDelta(data: FileShape, delta: CredentialDelta): void {
   if (delta.removals) data.removals = delta.removals;
 }
 
+/** Collects the audit entries of a credential change (written with it). */
+export type CredentialAudit = (op: string, fields: AuditFields) => void;
+
+/** Runs a change's fn with an audit sink: what it returned and the entries it made. */
+export function withAudit<R>(fn: (d: FileShape, audit: CredentialAudit) => R): { fn: (d: FileShape) => R; audits: TxAudit[] } {
+  const audits: TxAudit[] = [];
+  return { fn: (d) => fn(d, (op, fields) => audits.push({ op, fields })), audits };
+}
+
 export const newPush = (): PushRecord => ({ state: 'pending', attempts: 0, last_error: null, last_attempt_at: null, next_attempt_at: null, key_sha256: null, subsystems: [] });
 
 /**
@@ -145,9 +155,10 @@ export abstract class CredentialRepository {
   /**
    * Runs fn on a copy of the state, one change at a time, and makes the result durable before it
    * becomes the state. A failed write leaves the previous state in place. For secrets and what
-   * operators did (issue, rotate, revoke, delete).
+   * operators did (issue, rotate, revoke, delete). The entries fn passes to `audit` are written
+   * with the change, atomically (the same log record or transaction): never one without the other.
    */
-  abstract change<R>(fn: (d: FileShape) => R): Promise<R>;
+  abstract change<R>(fn: (d: FileShape, audit: CredentialAudit) => R): Promise<R>;
 
   /**
    * Push bookkeeping (states, attempts, retry times). The engine may apply it at once and write it

@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
 import * as path from 'node:path';
 import { FileChangedError, FileSystem, sameStamp, type FileStamp } from '../../../shared/files/file-system';
 import { LedgerFileError } from '../../../shared/files/ledger-map';
@@ -7,14 +7,21 @@ import { storageFailure } from '../../../shared/files/storage-error';
 import { ApiError } from '../../../shared/http/api-error';
 import { dhchapKeyError } from '../../../shared/nvme-keys';
 import { AppConfig } from '../../config/app-config';
+import type { AuditEntry } from '../audit/audit.repository';
+import { FileAuditRepository } from '../audit/file-audit.repository';
 import { ChangeLog } from '../ledger/change-log';
-import { applyDelta, CredentialRecord, CredentialRepository, FileShape, RemovalRecord, runOnView } from './credential.repository';
+import { applyDelta, CredentialAudit, CredentialRecord, CredentialRepository, FileShape, RemovalRecord, runOnView, withAudit } from './credential.repository';
 
-/** One change in nvme-credentials.wal: the new value of each credential it changed (null: deleted), the removals if they changed. */
+/**
+ * One change in nvme-credentials.wal: the new value of each credential it changed (null:
+ * deleted), the removals if they changed, and the change's audit entries with their ids
+ * (recovered at start if a kill kept them out of operations.jsonl).
+ */
 interface CredentialLogRecord {
   seq: number;
   c: Record<string, CredentialRecord | null>;
   r?: RemovalRecord[];
+  a?: AuditEntry[];
 }
 
 /** WAL bytes past which it is folded into nvme-credentials.json at once (and at least a quarter of that file). */
@@ -37,30 +44,45 @@ export class FileCredentialRepository extends CredentialRepository implements On
   private readonly checkpointMs: number;
   /** Size of the JSON file at its last write: the log is folded in once it reaches a quarter of it. */
   private fileBytes = 0;
+  /** The highest audit id a log record carries since the last fold: the log is emptied only once it is in operations.jsonl. */
+  private walAuditMax = 0;
 
   constructor(
     config: AppConfig,
     private readonly fs: FileSystem,
+    @Optional() private readonly audit?: FileAuditRepository,
   ) {
     super();
     this.file = path.join(config.stateDir, 'nvme-credentials.json');
     this.wal = new ChangeLog<CredentialLogRecord>(path.join(config.stateDir, 'nvme-credentials.wal'), fs, 0o600);
     this.flushMs = Math.min(config.checkpointMs, 200);
     this.checkpointMs = config.checkpointMs;
+    // The ledger's start recovers these with its own (under the state lock, in one id order). A
+    // damaged log is this repository's start to report, not the ledger's.
+    audit?.addCarrier(() => {
+      try {
+        return new ChangeLog<CredentialLogRecord>(this.wal.file, fs).loadSync(true).flatMap((r) => r.a ?? []);
+      } catch {
+        return [];
+      }
+    });
   }
 
   onModuleInit(): void {
     this.stamp = this.fs.statSync(this.file);
     this.fileBytes = this.stamp?.size ?? 0;
     this.data = readCredentialsFile(this.file, this.fs);
-    this.replayLog();
+    const carried = this.replayLog().flatMap((r) => r.a ?? []);
+    this.walAuditMax = Math.max(0, ...carried.map((e) => e.id));
     this.revision++;
   }
 
   /** Applies the log's records on top of this.data: at start (a torn tail is cut), and on a hand edit of the file (read only). */
-  private replayLog(readOnly = false): void {
+  private replayLog(readOnly = false): CredentialLogRecord[] {
     const log = readOnly ? new ChangeLog<CredentialLogRecord>(this.wal.file, this.fs) : this.wal;
-    for (const rec of log.loadSync(readOnly)) applyRecord(this.data, rec);
+    const records = log.loadSync(readOnly);
+    for (const rec of records) applyRecord(this.data, rec);
+    return records;
   }
 
   /** nvme-credentials.json as last read or written by this process (a different stamp: a hand edit). */
@@ -92,24 +114,47 @@ export class FileCredentialRepository extends CredentialRepository implements On
     this.revision++;
   }
 
-  change<R>(fn: (d: FileShape) => R): Promise<R> {
-    return this.lock.run(async () => {
+  /**
+   * The change's audit entries get their ids before the record is written and travel in it (as a
+   * ledger commit's do): they reach operations.jsonl once the record is durable, and a kill in
+   * between is repaired at start from this log. Resolves once the entries are written too.
+   */
+  async change<R>(fn: (d: FileShape, audit: CredentialAudit) => R): Promise<R> {
+    const { fn: run, audits } = withAudit(fn);
+    const { r, written } = await this.lock.run(async () => {
       this.pickUpHandEdit();
-      const { r, delta } = runOnView(this.data, fn);
-      if (!delta) return r;
+      const { r, delta } = runOnView(this.data, run);
+      // Nothing to make durable with them: the entries are recorded as they are.
+      if (!delta) return { r, written: Promise.all(audits.map((a) => this.requireAudit().record(a.op, a.fields))) };
+      const audited = audits.length ? this.requireAudit().reserve(audits) : [];
       try {
-        await this.wal.append({ seq: this.wal.seq + 1, c: Object.fromEntries(delta.credentials), ...(delta.removals ? { r: delta.removals } : {}) });
+        await this.wal.append({
+          seq: this.wal.seq + 1,
+          c: Object.fromEntries(delta.credentials),
+          ...(delta.removals ? { r: delta.removals } : {}),
+          ...(audited.length ? { a: audited } : {}),
+        });
       } catch (e) {
+        if (audited.length) this.requireAudit().cancel(audited);
         throw storageFailure(e, 'nvme-credentials.wal');
       }
+      const written = audited.length ? this.requireAudit().fill(audited) : Promise.resolve();
+      if (audited.length) this.walAuditMax = audited[audited.length - 1].id;
       applyDelta(this.data, delta);
       // The record holds their latest values: nothing of them is left for the next flush.
       for (const id of delta.credentials.keys()) this.dirty.delete(id);
       if (delta.removals) this.removalsDirty = false;
       this.revision++;
-      await this.afterAppend();
-      return r;
+      await this.afterAppend(written);
+      return { r, written };
     });
+    await written;
+    return r;
+  }
+
+  private requireAudit(): FileAuditRepository {
+    if (!this.audit) throw new Error('a credential change carries audit entries but no audit trail is wired');
+    return this.audit;
   }
 
   /**
@@ -144,7 +189,7 @@ export class FileCredentialRepository extends CredentialRepository implements On
       await this.wal.append(rec, true);
       this.dirty.clear();
       this.removalsDirty = false;
-      await this.afterAppend();
+      await this.afterAppend(Promise.resolve());
     });
   }
 
@@ -174,23 +219,38 @@ export class FileCredentialRepository extends CredentialRepository implements On
     this.timer.unref();
   }
 
-  /** Under the lock, after an append: fold at once when the log is big, else once it is quiet. */
-  private async afterAppend(): Promise<void> {
+  /**
+   * Under the lock, after an append: fold at once when the log is big (once the record's audit
+   * entries are written: written), else once it is quiet; a fold that fails is tried again then.
+   */
+  private async afterAppend(written: Promise<unknown>): Promise<void> {
     if (this.checkpointMs === 0 || this.wal.bytes >= Math.max(WAL_FOLD_BYTES, this.fileBytes / 4)) {
-      await this.fold().catch((err) => this.log.warn(`nvme-credentials.json not rewritten (the log keeps every change): ${(err as Error).message}`));
-      return;
+      await written;
+      const folded = await this.fold().then(
+        () => true,
+        (err: Error) => (this.log.warn(`nvme-credentials.json not rewritten (the log keeps every change): ${err.message}`), false),
+      );
+      if (folded) return;
     }
+    this.scheduleFold();
+  }
+
+  private scheduleFold(): void {
     if (this.foldTimer) clearTimeout(this.foldTimer);
     this.foldTimer = setTimeout(() => {
       this.foldTimer = null;
-      void this.checkpoint().catch(() => undefined);
-    }, this.checkpointMs);
+      void this.checkpoint().catch(() => this.scheduleFold());
+    }, this.checkpointMs || 1000);
     this.foldTimer.unref();
   }
 
   /** Rewrites the file from memory and empties the log; a hand edit meanwhile is picked up first. */
   private async fold(): Promise<void> {
     if (this.wal.count === 0 && !this.dirty.size && !this.removalsDirty) return;
+    // The log is the only copy of its audit entries until operations.jsonl has them (a full disk).
+    if (this.walAuditMax && this.audit && !(await this.audit.durableThrough(this.walAuditMax))) {
+      throw new Error('audit entries carried by nvme-credentials.wal are not yet in operations.jsonl');
+    }
     for (let attempt = 1; ; attempt++) {
       try {
         await this.fs.writeAtomic(this.file, renderCredentialsFile(this.data), 0o600, { unchangedSince: this.stamp });
@@ -208,6 +268,7 @@ export class FileCredentialRepository extends CredentialRepository implements On
     this.dirty.clear();
     this.removalsDirty = false;
     await this.wal.reset();
+    this.walAuditMax = 0;
   }
 }
 

@@ -1,9 +1,11 @@
-import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnModuleDestroy, OnModuleInit, Optional } from '@nestjs/common';
 import type { PoolClient } from 'pg';
 import { ApiError } from '../../../shared/http/api-error';
 import { Database, LOCK } from '../pg/database';
 import { StoreSync } from '../pg/store-sync';
-import { applyDelta, CredentialRecord, CredentialRepository, FileShape, RemovalRecord, runOnView } from './credential.repository';
+import type { AuditEntry, TxAudit } from '../audit/audit.repository';
+import { PgAuditRepository } from '../audit/pg-audit.repository';
+import { applyDelta, CredentialAudit, CredentialRecord, CredentialRepository, FileShape, RemovalRecord, runOnView, withAudit } from './credential.repository';
 
 const removalKey = (x: Pick<RemovalRecord, 'hostnqn' | 'agent'>) => `${x.hostnqn}\n${x.agent}`;
 
@@ -18,6 +20,7 @@ export class PgCredentialRepository extends CredentialRepository implements OnMo
   constructor(
     private readonly db: Database,
     private readonly sync: StoreSync,
+    @Optional() private readonly audit?: PgAuditRepository,
   ) {
     super();
   }
@@ -39,8 +42,10 @@ export class PgCredentialRepository extends CredentialRepository implements OnMo
     if (this.pruneTimer) clearInterval(this.pruneTimer);
   }
 
-  change<R>(fn: (d: FileShape) => R): Promise<R> {
-    return this.lock.run(() => this.mutatePg(fn));
+  /** The change's audit entries are inserted in its transaction (credentials lock, then the audit lock). */
+  change<R>(fn: (d: FileShape, audit: CredentialAudit) => R): Promise<R> {
+    const { fn: run, audits } = withAudit(fn);
+    return this.lock.run(() => this.mutatePg(run, audits));
   }
 
   note<R>(fn: (d: FileShape) => R): Promise<R> {
@@ -91,11 +96,18 @@ export class PgCredentialRepository extends CredentialRepository implements OnMo
     this.revision++;
   }
 
-  private async mutatePg<R>(fn: (d: FileShape) => R): Promise<R> {
+  private async mutatePg<R>(fn: (d: FileShape) => R, audits: TxAudit[] = []): Promise<R> {
+    let audited: AuditEntry[] = [];
     try {
       const { r } = await this.db.tx(async (c) => {
         await this.loadPg(c);
         const { r, delta } = runOnView(this.data, fn);
+        if (audits.length) {
+          if (!this.audit) throw new Error('a credential change carries audit entries but no audit trail is wired');
+          audited = await this.audit.insertInTx(c, audits).catch((e: Error) => {
+            throw new ApiError(503, `the database refused the audit entry, nothing was changed: ${e.message}`);
+          });
+        }
         if (!delta) return { r, version: null };
         const v = await c.query<{ version: string }>(
           "INSERT INTO documents (name, version, body) VALUES ('credentials', 1, '{}') ON CONFLICT (name) DO UPDATE SET version = documents.version + 1 RETURNING version",
@@ -144,6 +156,7 @@ export class PgCredentialRepository extends CredentialRepository implements OnMo
         }
         return x;
       });
+      if (audited.length) this.audit!.published(audited);
       return r;
     } catch (e) {
       throw e instanceof Error && 'code' in e ? new ApiError(503, `the database is unavailable: ${e.message}`) : e;

@@ -83,11 +83,12 @@ export class FileLedgerRepository extends LedgerRepository implements OnModuleIn
     // Commits whose audit entries a kill kept out of operations.jsonl: written before the log is emptied.
     const carried = records.flatMap((r) => (r.a ?? []) as AuditEntry[]);
     this.walAuditMax = Math.max(0, ...carried.map((e) => e.id));
-    if (carried.length && this.audit) {
-      // On a full disk they stay in the change log (the checkpoint keeps it until they are written).
+    if (this.audit) {
+      // With those the credential log carries (one call, so the file stays in id order). On a full
+      // disk they stay in the logs (a checkpoint keeps its log until they are written).
       await this.audit.recover(carried).catch((e: unknown) => {
         if (!isStorageFailure(e)) throw e;
-        this.log.warn(`${carried.length} audit entr(ies) of committed changes wait in the change log: ${(e as Error).message}`);
+        this.log.warn(`audit entries of committed changes wait in the change logs: ${(e as Error).message}`);
       });
     }
     const { dangling, double } = this.violations(this.devices, this.workers);
