@@ -318,9 +318,7 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     ]);
     // Ids stay increasing after the recovered ones.
     expect((await cp.req('POST', '/devices', { mac: '02:5b:00:00:00:02' })).status).toBe(201);
-    const all = (await cp.req('GET', '/operations')).body.entries.map((e: any) => e.id);
-    expect(all).toEqual([...all].sort((x: number, y: number) => x - y));
-    expect(new Set(all).size).toBe(all.length);
+    await expectIdsInOrder(cp);
     await verify(cp, { devices: new Set(['02:5b:00:00:00:01', '02:5b:00:00:00:02']), workers: new Set(['cut']), deleted: new Set(), pairs: new Map([['02:5b:00:00:00:01', 'cut']]) });
   });
 
@@ -350,9 +348,46 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     expect(trail()).not.toMatch(/DHHC-1:/);
     // Ids stay increasing and unique after the recovered one.
     expect((await cp.req('PUT', '/workers/rot/credential', { generate: true })).status).toBe(200);
-    const all = (await cp.req('GET', '/operations')).body.entries.map((e: any) => e.id);
-    expect(all).toEqual([...all].sort((x: number, y: number) => x - y));
-    expect(new Set(all).size).toBe(all.length);
+    await expectIdsInOrder(cp);
+  });
+
+  it('a kill right after a settings change is in place, before its audit entry is written: the entry is recovered at start', async () => {
+    await freshControlPlane('kurrent-crash-settings-audit-');
+    expect((await cp.req('GET', '/settings/auto-register')).body).toEqual({ enabled: true });
+    await cp.kill();
+    // The first rename of settings.json in this process is the change: it dies right after it.
+    await cp.start('rename:settings.json@1');
+    await expect(cp.req('PUT', '/settings/auto-register', { enabled: false })).rejects.toThrow();
+    await cp.exited;
+    const trail = path.join(cp.dir, 'state/operations.jsonl');
+    expect(fs.existsSync(trail) ? fs.readFileSync(trail, 'utf8') : '').not.toContain('settings.auto_register');
+    await cp.start();
+    expect((await cp.req('GET', '/settings/auto-register')).body).toEqual({ enabled: false });
+    const ops = (await cp.req('GET', '/operations?op=settings.auto_register')).body.entries.map((e: any) => [e.enabled, e.previous]);
+    expect(ops).toEqual([[false, true]]);
+    // Ids stay increasing and unique after the recovered one.
+    expect((await cp.req('PUT', '/settings/auto-register', { enabled: true })).status).toBe(200);
+    await expectIdsInOrder(cp);
+  });
+
+  it('a kill right after agents.yml is replaced, before the registration is audited: the entry is recovered at start, and the token never lands in the log', async () => {
+    await freshControlPlane('kurrent-crash-agent-audit-');
+    await cp.kill();
+    // The first rename of agents.yml in this process is the registration: it dies right after it.
+    await cp.start('rename:agents.yml@1');
+    await expect(cp.req('POST', '/agents', { id: 'sn1', base_url: 'http://127.0.0.1:9', token: 'secret-agent-token', role: { disk: true } })).rejects.toThrow();
+    await cp.exited;
+    const trail = path.join(cp.dir, 'state/operations.jsonl');
+    expect(fs.existsSync(trail) ? fs.readFileSync(trail, 'utf8') : '').not.toContain('agent.create');
+    const intent = fs.readFileSync(path.join(cp.dir, 'state/agents.wal'), 'utf8');
+    expect(intent).toContain('agent.create');
+    expect(intent).not.toContain('secret-agent-token');
+    expect(fs.statSync(path.join(cp.dir, 'state/agents.wal')).mode & 0o777).toBe(0o600);
+    await cp.start();
+    expect((await cp.req('GET', '/agents')).body.map((a: any) => a.id)).toEqual(['sn1']);
+    const ops = (await cp.req('GET', '/operations?op=agent.create')).body.entries.map((e: any) => [e.agent, e.base_url]);
+    expect(ops).toEqual([['sn1', 'http://127.0.0.1:9']]);
+    expect(fs.readFileSync(trail, 'utf8')).not.toContain('secret-agent-token');
   });
 
   it('a hand edit made while the control plane was down is never undone by the change-log replay: refused where they disagree, kept where they do not', async () => {
@@ -416,6 +451,13 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     expect(second.body.dhchap_key_sha256).not.toBe(first.body.dhchap_key_sha256);
   });
 });
+
+/** The trail's ids, as GET /operations pages them: increasing and unique. */
+async function expectIdsInOrder(cp: ControlPlane): Promise<void> {
+  const all = (await cp.req('GET', '/operations')).body.entries.map((e: any) => e.id);
+  expect(all).toEqual([...all].sort((x: number, y: number) => x - y));
+  expect(new Set(all).size).toBe(all.length);
+}
 
 async function verify(cp: ControlPlane, acked: Acked): Promise<void> {
   const devices: any[] = (await cp.req('GET', '/devices')).body;

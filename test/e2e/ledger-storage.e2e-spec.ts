@@ -63,7 +63,8 @@ describeFiles('ledger storage failures', () => {
     expect(reported.status).toBe(507);
     const settings = await t.req('PUT', '/settings/auto-register', { enabled: false });
     expect(settings.status).toBe(507);
-    expect(settings.body.message).toMatch(/settings\.json.*ENOSPC/);
+    // The change's intent record (its audit entry) is the first write it needs.
+    expect(settings.body.message).toMatch(/no space left writing .*settings\.wal \(ENOSPC\); nothing was changed/);
 
     expect(stateFiles(t)).toEqual(before);
     expect(fs.readdirSync(mnt).filter((f) => TEMP_FILE.test(f))).toEqual([]);

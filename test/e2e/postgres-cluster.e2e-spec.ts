@@ -323,7 +323,7 @@ describe('two control planes on one PostgreSQL', () => {
     expect(moves).toEqual(['cp-b']);
   });
 
-  it('an audit insert the database refuses: a ledger change is refused with it (nothing changes), other entries are retried in order', async () => {
+  it('an audit insert the database refuses: a ledger, credential or settings change is refused with it (nothing changes), other entries are retried in order', async () => {
     const url = pg.createDb('audit_retry');
     const t = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_NODE_ID: 'solo' });
     const c = new Client({ connectionString: url });
@@ -334,6 +334,7 @@ describe('two control planes on one PostgreSQL', () => {
       expect(issued.status).toBe(200);
       const secretRow = async () => (await c.query("SELECT body->>'dhchap_key' AS k, version FROM credentials WHERE worker_id = 'keyed'")).rows[0];
       const before = await secretRow();
+      expect((await t.req('PUT', '/settings/auto-register', { enabled: false })).status).toBe(200);
       await c.query('ALTER TABLE audit RENAME TO audit_away');
       // The change and its entry are one transaction: neither, and a 503 naming why.
       const refused = await t.req('POST', '/devices', { mac: '02:00:00:00:0a:01' });
@@ -346,16 +347,20 @@ describe('two control planes on one PostgreSQL', () => {
       expect([rotation.status, rotation.body.message]).toEqual([503, expect.stringMatching(/^the database refused the audit entry, nothing was changed: /)]);
       expect(await secretRow()).toEqual(before);
       expect((await t.req('GET', '/workers/keyed/credential')).body.dhchap_key_sha256).toBe(issued.body.dhchap_key_sha256);
-      // An entry that describes no ledger change (a setting) is kept in order and retried.
-      expect((await t.req('PUT', '/settings/auto-register', { enabled: true })).status).toBe(200);
-      expect((await t.req('PUT', '/settings/auto-register', { enabled: false })).status).toBe(200);
+      // A settings change too (auto-register was turned off before the table went away).
+      const setting = await t.req('PUT', '/settings/auto-register', { enabled: true });
+      expect([setting.status, setting.body.message]).toEqual([503, expect.stringMatching(/^the database refused the audit entry, nothing was changed: /)]);
+      expect((await t.req('GET', '/settings/auto-register')).body).toEqual({ enabled: false });
+      // An entry that describes no change (an unknown device turned away) is kept in order and retried.
+      for (const mac of ['02:00:00:00:0b:01', '02:00:00:00:0b:02']) expect((await t.req('GET', `/devices/report?mac=${mac}`)).status).toBe(200);
       await c.query('ALTER TABLE audit_away RENAME TO audit');
-      let ops: { op: string; enabled?: boolean }[] = [];
-      for (let i = 0; i < 100 && ops.filter((e) => e.op === 'settings.auto_register').length < 2; i++) {
+      let ops: { op: string; mac?: string }[] = [];
+      for (let i = 0; i < 100 && ops.filter((e) => e.op === 'device.register.refused').length < 2; i++) {
         await sleep(50);
         ops = (await c.query('SELECT entry FROM audit ORDER BY id')).rows.map((r) => r.entry);
       }
-      expect(ops.filter((e) => e.op === 'settings.auto_register').map((e) => e.enabled)).toEqual([true, false]);
+      expect(ops.filter((e) => e.op === 'device.register.refused').map((e) => e.mac)).toEqual(['02:00:00:00:0b:01', '02:00:00:00:0b:02']);
+      expect(ops.filter((e) => e.op === 'settings.auto_register')).toEqual([expect.objectContaining({ enabled: false, previous: true })]);
       expect((await t.req('POST', '/devices', { mac: '02:00:00:00:0a:01' })).status).toBe(201);
       const reg = (await c.query("SELECT entry FROM audit WHERE entry->>'op' = 'device.register'")).rows.map((r) => r.entry.mac);
       expect(reg).toEqual(['02:00:00:00:0a:01']);

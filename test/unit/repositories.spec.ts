@@ -1,6 +1,5 @@
 import type { Provider } from '@nestjs/common';
-import { AuditService } from '../../src/control-plane/audit/audit.service';
-import { AuditRepository } from '../../src/control-plane/repositories/audit/audit.repository';
+import { AuditRepository, type TxAudit } from '../../src/control-plane/repositories/audit/audit.repository';
 import { FileAuditRepository } from '../../src/control-plane/repositories/audit/file-audit.repository';
 import { PgAuditRepository } from '../../src/control-plane/repositories/audit/pg-audit.repository';
 import { LedgerRepository } from '../../src/control-plane/repositories/ledger/ledger.repository';
@@ -46,11 +45,14 @@ describe('RepositoriesModule: the engine is chosen once', () => {
 class MemorySettings extends SettingsRepository {
   doc: SettingsFile = {};
   saves = 0;
+  /** The audit entries each save carried (written with it by a real engine). */
+  audited: string[] = [];
   load(): Promise<SettingsFile> {
     return Promise.resolve({ ...this.doc });
   }
-  save(keys: (keyof SettingsFile)[], next: SettingsFile): Promise<SettingsFile> {
+  save(keys: (keyof SettingsFile)[], next: SettingsFile, audits: TxAudit[] = []): Promise<SettingsFile> {
     this.saves++;
+    this.audited.push(...audits.map((a) => a.op));
     const out = { ...this.doc } as Record<string, unknown>;
     for (const k of keys) out[k] = next[k];
     this.doc = out as SettingsFile;
@@ -66,13 +68,11 @@ class MemorySettings extends SettingsRepository {
 describe('services see storage only through repositories', () => {
   const setup = async () => {
     const repo = new MemorySettings();
-    const audited: string[] = [];
-    const audit = { record: async (op: string) => audited.push(op) } as unknown as AuditService;
     const ledger = { onExternalChange: () => undefined, exclusive: (fn: () => unknown) => fn() } as unknown as LedgerRepository;
     const clock = { now: () => new Date('2026-12-02T00:00:00Z'), isoNow: () => '2026-12-02T00:00:00.000Z' };
-    const svc = new SettingsService({ autoRegister: true } as never, ledger, audit, clock as never, repo);
+    const svc = new SettingsService({ autoRegister: true } as never, ledger, clock as never, repo);
     await svc.onModuleInit();
-    return { repo, svc, audited };
+    return { repo, svc, audited: repo.audited };
   };
 
   it('SettingsService writes only the keys it changed and adopts what the repository stored', async () => {
@@ -85,7 +85,8 @@ describe('services see storage only through repositories', () => {
     expect(repo.doc).toEqual({ signature_enforcement: true, auto_register: false });
     expect(svc.getAutoRegister()).toEqual({ enabled: false });
     expect(svc.revision).toBeGreaterThan(r0);
-    expect(audited).toContain('settings.auto_register');
+    // The entry goes with the change, in the same save.
+    expect(audited).toEqual(['settings.auto_register']);
   });
 
   it('a change another writer made reaches the service and bumps the revision (boot answers depend on it)', async () => {

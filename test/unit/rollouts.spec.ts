@@ -1,4 +1,5 @@
 import { RolloutsService } from '../../src/control-plane/masters/rollouts.service';
+import type { TxAudit } from '../../src/control-plane/repositories/audit/audit.repository';
 import type { DiskRecord } from '../../src/control-plane/repositories/ledger/records';
 import type { RolloutState, SettingsFile } from '../../src/control-plane/repositories/settings/settings.repository';
 
@@ -16,12 +17,20 @@ const disk = (version?: number, extra: Partial<DiskRecord> = {}): DiskRecord => 
 /** RolloutsService with its I/O replaced: the settings document, the ledger, the catalog, the sessions, the audit, the clock. */
 function setup(workers: Record<string, number | undefined>, agents = ['a']) {
   let doc: SettingsFile = {};
-  const repo = { onChange: () => undefined, load: async () => doc, save: async (_k: unknown, next: SettingsFile) => (doc = { ...doc, ...next }) };
+  const audits: Record<string, unknown>[] = [];
+  // The audit entries travel with the save (one commit in the real engines).
+  const repo = {
+    onChange: () => undefined,
+    load: async () => doc,
+    save: async (_k: unknown, next: SettingsFile, entries: TxAudit[] = []) => {
+      for (const a of entries) audits.push({ op: a.op, ...a.fields });
+      return (doc = { ...doc, ...next });
+    },
+  };
   const ledger = { workers: new Map(Object.entries(workers).map(([id, v]) => [id, { worker_id: id, disks: [disk(v)] }])), devices: new Map() };
   const store = { read: () => ledger, exclusive: <T>(fn: () => T) => fn() };
   const masters = { addInUseCheck: () => undefined, list: async () => ({ catalog: [{ name: MASTER, versions: [1, 2, 3].map((version) => ({ version, agents })) }] }) };
-  const audits: Record<string, unknown>[] = [];
-  const svc = new RolloutsService(repo as never, store as never, masters as never, { latest: () => null } as never, { record: async (op: string, e: Record<string, unknown>) => void audits.push({ op, ...e }) } as never, { isoNow: () => '2026-12-02T10:00:00+00:00' } as never);
+  const svc = new RolloutsService(repo as never, store as never, masters as never, { latest: () => null } as never, { isoNow: () => '2026-12-02T10:00:00+00:00' } as never);
   return { svc, audits, doc: () => doc.master_rollouts?.[MASTER] as RolloutState };
 }
 

@@ -2,7 +2,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { badRequest, conflict, notFound } from '../../shared/http/api-error';
 import { checkVersionRef } from '../../shared/master-version-ref';
-import { AuditService } from '../audit/audit.service';
+import type { TxAudit } from '../audit/audit.service';
 import { BootSessionsService } from '../boots/boot-sessions.service';
 import { Clock } from '../common/clock';
 import { DiskRecord, WorkerRecord } from '../repositories/ledger/records';
@@ -27,7 +27,6 @@ export class RolloutsService implements OnModuleInit {
     private readonly store: LedgerRepository,
     private readonly masters: MastersService,
     private readonly sessions: BootSessionsService,
-    private readonly audit: AuditService,
     private readonly clock: Clock,
   ) {}
 
@@ -85,8 +84,7 @@ export class RolloutsService implements OnModuleInit {
       const r = this.rollouts[name];
       if (!r) throw notFound(`no rollout of ${name}`);
       if (r.phase === 'all') throw conflict(`the rollout of ${name} to version ${r.version} already covers every disk`);
-      await this.save(name, { ...r, phase: 'all', promoted_at: this.clock.isoNow() });
-      await this.audit.record('master.rollout.promote', { name, version: r.version, client });
+      await this.save(name, { ...r, phase: 'all', promoted_at: this.clock.isoNow() }, { op: 'master.rollout.promote', fields: { name, version: r.version, client } });
       return this.view(name);
     });
   }
@@ -129,15 +127,15 @@ export class RolloutsService implements OnModuleInit {
       if (previous === version && cur?.phase === 'all') throw conflict(`every disk of ${name} is already to hold version ${version}`);
       const phase = canary.length ? 'canary' : 'all';
       const next: RolloutState = { version, previous: previous ?? null, canary, phase, rollback, started_at: this.clock.isoNow(), ...(phase === 'all' ? { promoted_at: this.clock.isoNow() } : {}) };
-      await this.save(name, next);
-      await this.audit.record(rollback ? 'master.rollback' : 'master.rollout', { name, version, previous: next.previous, phase, canary, client });
+      await this.save(name, next, { op: rollback ? 'master.rollback' : 'master.rollout', fields: { name, version, previous: next.previous, phase, canary, client } });
       return this.view(name);
     });
   }
 
-  private async save(name: string, r: RolloutState): Promise<void> {
+  /** Writes the rollout with its audit entry (one commit). */
+  private async save(name: string, r: RolloutState, audit: TxAudit): Promise<void> {
     const next = { ...this.rollouts, [name]: r };
-    const doc = await this.repo.save(['master_rollouts'], { master_rollouts: next });
+    const doc = await this.repo.save(['master_rollouts'], { master_rollouts: next }, [audit]);
     this.rollouts = doc.master_rollouts ?? {};
   }
 

@@ -1,7 +1,10 @@
 import { DynamicModule, Global, Module, Provider, Type } from '@nestjs/common';
 import { FileSystem } from '../../shared/files/file-system';
 import { AuditRepository } from './audit/audit.repository';
+import { AuditedFiles } from './audit/audited-files';
 import { FileAuditRepository } from './audit/file-audit.repository';
+import { FileAuditedFiles } from './audit/file-audited-files';
+import { PgAuditedFiles } from './audit/pg-audited-files';
 import { PgAuditRepository } from './audit/pg-audit.repository';
 import { BootEventRepository } from './boot-events/boot-event.repository';
 import { BootSnapshotFile } from './boot-events/boot-snapshot-file';
@@ -36,6 +39,7 @@ const REPOSITORIES: [abstract new (...a: never[]) => unknown, Type, Type][] = [
   [ReconcilerLease, FileReconcilerLease, PgReconcilerLease],
   [BootEventRepository, FileBootEventRepository, PgBootEventRepository],
   [CacheFreshness, CacheFreshness, StoreSync],
+  [AuditedFiles, FileAuditedFiles, PgAuditedFiles],
 ];
 
 /**

@@ -1,5 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import { AuditService } from '../audit/audit.service';
+import type { TxAudit } from '../audit/audit.service';
 import { conflict } from '../../shared/http/api-error';
 import { Clock } from '../common/clock';
 import { AppConfig } from '../config/app-config';
@@ -9,6 +9,9 @@ import { BootPolicyDto, DEFAULT_BOOT_POLICY, SetBootPolicyDto } from './dto/boot
 import { changedKeys, SettingsFile, SettingsRepository, WindowState } from '../repositories/settings/settings.repository';
 
 export type { SettingsFile, WindowState };
+
+/** The stored boot policy over the defaults. */
+const effectivePolicy = (stored: SettingsFile['boot_policy']): BootPolicyDto => Object.freeze({ ...DEFAULT_BOOT_POLICY, ...(stored ?? {}) });
 
 export interface WindowView {
   open: boolean;
@@ -29,7 +32,6 @@ export class SettingsService implements OnModuleInit {
   constructor(
     private readonly config: AppConfig,
     private readonly store: LedgerRepository,
-    private readonly audit: AuditService,
     private readonly clock: Clock,
     private readonly repo: SettingsRepository,
   ) {}
@@ -44,7 +46,7 @@ export class SettingsService implements OnModuleInit {
 
   private adopt(doc: SettingsFile): void {
     this.data = doc;
-    this.policy = Object.freeze({ ...DEFAULT_BOOT_POLICY, ...(doc.boot_policy ?? {}) });
+    this.policy = effectivePolicy(doc.boot_policy);
     this.admitted = null;
     this.revision++;
   }
@@ -149,10 +151,9 @@ export class SettingsService implements OnModuleInit {
         max_devices: maxDevices,
         closed_at: null,
       };
-      await this.save({ ...this.data, registration_window: w, secure_registration: true });
+      await this.save({ ...this.data, registration_window: w, secure_registration: true }, { op: 'registration_window.open', fields: { ttl_minutes: ttlMinutes, max_devices: maxDevices, expires_at: w.expires_at, replaced, client } });
       this.admitted = 0;
       this.refused = { since: w.opened_at, by_reason: { auto_register_off: 0, no_window: 0, no_key: 0, window_full: 0 } };
-      await this.audit.record('registration_window.open', { ttl_minutes: ttlMinutes, max_devices: maxDevices, expires_at: w.expires_at, replaced, client });
       return this.getWindow();
     });
   }
@@ -161,8 +162,7 @@ export class SettingsService implements OnModuleInit {
     return this.store.exclusive(async () => {
       const w = this.window();
       if (w && this.windowOpen()) {
-        await this.save({ ...this.data, registration_window: { ...w, closed_at: this.clock.isoNow() } });
-        await this.audit.record('registration_window.close', { admitted: this.admittedCount(), client });
+        await this.save({ ...this.data, registration_window: { ...w, closed_at: this.clock.isoNow() } }, { op: 'registration_window.close', fields: { admitted: this.admittedCount(), client } });
       }
       return this.getWindow();
     });
@@ -202,15 +202,14 @@ export class SettingsService implements OnModuleInit {
         });
       }
       const previous = this.signatureEnforcement;
-      await this.save({ ...this.data, signature_enforcement: enabled });
-      await this.audit.record('settings.signature_enforcement', { enabled, previous, force, keyless_bound: keyless.length, client });
+      await this.save({ ...this.data, signature_enforcement: enabled }, { op: 'settings.signature_enforcement', fields: { enabled, previous, force, keyless_bound: keyless.length, client } });
       return this.getEnforcement();
     });
   }
 
-  /** Writes the keys this change sets over the stored document (another writer's keys are kept). */
-  private async save(next: SettingsFile): Promise<void> {
-    this.adopt(await this.repo.save(changedKeys(this.data, next), next));
+  /** Writes the keys this change sets over the stored document (another writer's keys are kept), with its audit entry. */
+  private async save(next: SettingsFile, audit?: TxAudit): Promise<void> {
+    this.adopt(await this.repo.save(changedKeys(this.data, next), next, audit ? [audit] : []));
   }
 
   /** The settings as stored (store export). */
@@ -237,10 +236,9 @@ export class SettingsService implements OnModuleInit {
       const previous = this.bootPolicy;
       const next = { ...(this.data.boot_policy ?? {}) };
       for (const k of ['loop_threshold', 'loop_window_minutes', 'loop_action', 'stuck_after_seconds'] as const) if (change[k] !== undefined) (next as Record<string, unknown>)[k] = change[k];
-      await this.save({ ...this.data, boot_policy: next });
-      const policy = this.bootPolicy;
-      await this.audit.record('settings.boot_policy', { ...policy, previous, client });
-      return { ...policy };
+      const policy = effectivePolicy(next);
+      await this.save({ ...this.data, boot_policy: next }, { op: 'settings.boot_policy', fields: { ...policy, previous, client } });
+      return { ...this.bootPolicy };
     });
   }
 
@@ -256,8 +254,7 @@ export class SettingsService implements OnModuleInit {
   setAutoRegister(enabled: boolean, client: string): Promise<{ enabled: boolean }> {
     return this.store.exclusive(async () => {
       const previous = this.autoRegister;
-      await this.save({ ...this.data, auto_register: enabled });
-      await this.audit.record('settings.auto_register', { enabled, previous, client });
+      await this.save({ ...this.data, auto_register: enabled }, { op: 'settings.auto_register', fields: { enabled, previous, client } });
       return { enabled };
     });
   }

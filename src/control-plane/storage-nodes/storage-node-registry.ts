@@ -5,6 +5,8 @@ import { AGENT_NAME, isAddress, normalizeAddress, TOKEN } from '../../shared/gra
 import { AppConfig } from '../config/app-config';
 import { FileSystem, FileStamp, sameStamp } from '../../shared/files/file-system';
 import { LedgerFileError } from '../../shared/files/ledger-map';
+import type { TxAudit } from '../repositories/audit/audit.repository';
+import { AuditedFile, AuditedFiles } from '../repositories/audit/audited-files';
 
 export interface AgentRecord {
   id: string;
@@ -76,18 +78,23 @@ export class StorageNodeRegistry implements OnModuleInit {
   private rev = 0;
   private stamp: FileStamp | null = null;
   private lastCheck = 0;
+  /** agents.yml with its audit entries (on files one commit: state/agents.wal carries them). */
+  private readonly writer: AuditedFile;
 
   constructor(
     config: AppConfig,
     private readonly fs: FileSystem,
+    audited: AuditedFiles,
   ) {
     this.file = path.join(config.configDir, 'agents.yml');
+    this.writer = audited.open(this.file, path.join(config.stateDir, 'agents.wal'), 0o600);
   }
 
   onModuleInit(): void {
     this.fs.mkdirpSync(path.dirname(this.file));
     this.fs.removeStaleTemps(path.dirname(this.file));
     this.load();
+    this.writer.load();
   }
 
   private load(): void {
@@ -182,7 +189,8 @@ export class StorageNodeRegistry implements OnModuleInit {
     }
   }
 
-  async save(next: AgentRecord[]): Promise<void> {
+  /** Replaces agents.yml with `next`, with its audit entries (see AuditedFiles). */
+  async save(next: AgentRecord[], audits: TxAudit[] = []): Promise<void> {
     const doc = {
       agents: Object.fromEntries(
         next.map((a) => [
@@ -198,9 +206,13 @@ export class StorageNodeRegistry implements OnModuleInit {
         ]),
       ),
     };
-    await this.fs.writeAtomic(this.file, '# Kurrent storage agents (POST/PUT /agents write this file; tokens may be ${ENV}).\n' + stringify(doc), 0o600);
-    this.agents = new Map(next.map((a) => [a.id, a]));
-    this.rev++;
-    this.stamp = this.fs.statSync(this.file);
+    const text = '# Kurrent storage agents (POST/PUT /agents write this file; tokens may be ${ENV}).\n' + stringify(doc);
+    const replace = async () => {
+      await this.fs.writeAtomic(this.file, text, 0o600);
+      this.agents = new Map(next.map((a) => [a.id, a]));
+      this.rev++;
+      this.stamp = this.fs.statSync(this.file);
+    };
+    await this.writer.write(text, audits, replace);
   }
 }

@@ -120,8 +120,7 @@ export class StorageNodesService implements OnApplicationBootstrap {
       if (agents.some((a) => a.id === dto.id)) throw conflict(`agent already exists: ${dto.id}`);
       const rec = this.record(dto.id, dto, '');
       this.checkAddressFree(rec);
-      await this.registry.save([...agents, rec]);
-      await this.audit.record('agent.create', { agent: rec.id, base_url: rec.base_url, client });
+      await this.registry.save([...agents, rec], [{ op: 'agent.create', fields: { agent: rec.id, base_url: rec.base_url, client } }]);
       return this.view(rec);
     });
   }
@@ -131,9 +130,11 @@ export class StorageNodesService implements OnApplicationBootstrap {
       const cur = this.find(rawId);
       const rec = this.record(cur.id, dto, cur.token);
       this.checkAddressFree(rec);
-      await this.registry.save(this.registry.all().map((a) => (a.id === cur.id ? rec : a)));
+      await this.registry.save(
+        this.registry.all().map((a) => (a.id === cur.id ? rec : a)),
+        [{ op: 'agent.update', fields: { agent: rec.id, base_url: rec.base_url, enabled: rec.enabled, token_changed: rec.token !== cur.token, client } }],
+      );
       if (this.caps.delete(cur.id)) this.capsRevision++;
-      await this.audit.record('agent.update', { agent: rec.id, base_url: rec.base_url, enabled: rec.enabled, token_changed: rec.token !== cur.token, client });
       return this.view(rec);
     });
   }
@@ -158,10 +159,9 @@ export class StorageNodesService implements OnApplicationBootstrap {
         const shown = left.slice(0, 10).join(', ') + (left.length > 10 ? `, ... (${left.length} in all)` : '');
         throw conflict(`agent ${cur.id} holds ${left.length} disk(s)/CD(s) of workers: ${shown}; delete or move them first, or force=true to remove the registration and leave them unbootable`);
       }
-      await this.registry.save(this.registry.all().filter((a) => a.id !== cur.id));
+      await this.registry.save(this.registry.all().filter((a) => a.id !== cur.id), [{ op: 'agent.delete', fields: { agent: cur.id, base_url: cur.base_url, force, targets_left: left.length, client } }]);
       if (this.caps.delete(cur.id)) this.capsRevision++;
       this.lastProbe.delete(cur.id);
-      await this.audit.record('agent.delete', { agent: cur.id, base_url: cur.base_url, force, targets_left: left.length, client });
       return { deleted: cur.id, force, targets_left: left };
     });
   }

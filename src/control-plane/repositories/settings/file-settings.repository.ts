@@ -1,9 +1,12 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, Optional } from '@nestjs/common';
 import * as path from 'node:path';
 import { FileChangedError, FileSystem, sameStamp, type FileStamp } from '../../../shared/files/file-system';
 import { LedgerFileError } from '../../../shared/files/ledger-map';
 import { ApiError } from '../../../shared/http/api-error';
 import { AppConfig } from '../../config/app-config';
+import type { TxAudit } from '../audit/audit.repository';
+import { AuditedFileWrite } from '../audit/audited-file-write';
+import { FileAuditRepository } from '../audit/file-audit.repository';
 import { mergeKeys, SettingsFile, SettingsRepository } from './settings.repository';
 
 /**
@@ -20,23 +23,29 @@ export class FileSettingsRepository extends SettingsRepository {
   private stamp: FileStamp | null = null;
   /** The document as last read or written. */
   private current: SettingsFile = {};
+  /** settings.json with its audit entries as one commit (settings.wal carries them). */
+  private readonly writer: AuditedFileWrite;
 
   constructor(
     config: AppConfig,
     private readonly fs: FileSystem,
+    @Optional() audit?: FileAuditRepository,
   ) {
     super();
     this.file = path.join(config.stateDir, 'settings.json');
+    this.writer = new AuditedFileWrite(this.file, path.join(config.stateDir, 'settings.wal'), fs, audit);
   }
 
   load(): Promise<SettingsFile> {
     const text = this.fs.readTextSync(this.file);
     this.stamp = this.fs.statSync(this.file);
     this.current = this.parse(text);
+    this.writer.load();
     return Promise.resolve(this.current);
   }
 
-  async save(keys: (keyof SettingsFile)[], next: SettingsFile): Promise<SettingsFile> {
+  /** Resolves once the change and its audit entries are written (see AuditedFileWrite). */
+  async save(keys: (keyof SettingsFile)[], next: SettingsFile, audits: TxAudit[] = []): Promise<SettingsFile> {
     for (let attempt = 1; ; attempt++) {
       const st = this.fs.statSync(this.file);
       let base = this.current;
@@ -50,14 +59,17 @@ export class FileSettingsRepository extends SettingsRepository {
         this.log.warn(`picked up a hand edit of ${this.file}; merged with this change`);
       }
       const out = mergeKeys(base, keys, next);
+      const text = JSON.stringify(out, null, 2) + '\n';
       try {
-        await this.fs.writeAtomic(this.file, JSON.stringify(out, null, 2) + '\n', 0o644, { unchangedSince: st });
+        await this.writer.write(text, audits, async () => {
+          await this.fs.writeAtomic(this.file, text, 0o644, { unchangedSince: st });
+          this.stamp = this.fs.statSync(this.file);
+          this.current = out;
+        });
       } catch (e) {
         if (e instanceof FileChangedError && attempt < 3) continue;
         throw e; // the exception filter names the file and the storage status
       }
-      this.stamp = this.fs.statSync(this.file);
-      this.current = out;
       return out;
     }
   }

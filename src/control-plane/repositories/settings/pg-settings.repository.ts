@@ -1,4 +1,7 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnModuleInit, Optional } from '@nestjs/common';
+import { ApiError } from '../../../shared/http/api-error';
+import type { AuditEntry, TxAudit } from '../audit/audit.repository';
+import { PgAuditRepository } from '../audit/pg-audit.repository';
 import { Database, LOCK } from '../pg/database';
 import { StoreSync } from '../pg/store-sync';
 import { mergeKeys, SettingsFile, SettingsRepository } from './settings.repository';
@@ -12,6 +15,7 @@ export class PgSettingsRepository extends SettingsRepository implements OnModule
   constructor(
     private readonly db: Database,
     private readonly sync: StoreSync,
+    @Optional() private readonly audit?: PgAuditRepository,
   ) {
     super();
   }
@@ -38,9 +42,19 @@ export class PgSettingsRepository extends SettingsRepository implements OnModule
     if (this.last !== before) this.changed(doc);
   }
 
-  /** Under the documents lock, so two control planes changing different settings at once both keep theirs. */
-  async save(keys: (keyof SettingsFile)[], next: SettingsFile): Promise<SettingsFile> {
+  /**
+   * Under the documents lock, so two control planes changing different settings at once both keep
+   * theirs; the audit entries in the same transaction (documents lock, then the audit lock).
+   */
+  async save(keys: (keyof SettingsFile)[], next: SettingsFile, audits: TxAudit[] = []): Promise<SettingsFile> {
+    let audited: AuditEntry[] = [];
     const merged = await this.db.tx(async (c) => {
+      if (audits.length) {
+        if (!this.audit) throw new Error('a settings change carries audit entries but no audit trail is wired');
+        audited = await this.audit.insertInTx(c, audits).catch((e: Error) => {
+          throw new ApiError(503, `the database refused the audit entry, nothing was changed: ${e.message}`);
+        });
+      }
       const cur = ((await c.query('SELECT body FROM documents WHERE name = $1', ['settings'])).rows[0]?.body ?? {}) as SettingsFile;
       const out = mergeKeys(cur, keys, next);
       const v = await c.query<{ version: string }>(
@@ -50,6 +64,7 @@ export class PgSettingsRepository extends SettingsRepository implements OnModule
       await c.query('SELECT pg_notify($1, $2)', ['kurrent_documents', 'settings']);
       return { out, version: Number(v.rows[0].version) };
     }, LOCK.documents);
+    if (audited.length) this.audit!.published(audited);
     this.version = Math.max(this.version, merged.version);
     this.last = JSON.stringify(merged.out);
     return merged.out;

@@ -1,3 +1,5 @@
+import type { TxAudit } from '../audit/audit.repository';
+
 /** A registration window as the settings document keeps it (it survives restarts and closes on time). */
 export interface WindowState {
   opened_at: string;
@@ -41,9 +43,10 @@ export abstract class SettingsRepository {
 
   /**
    * Writes `keys` of `next` over the document as it is now (another writer's or a hand edit's
-   * other keys are kept) and resolves with the document as written.
+   * other keys are kept) and resolves with the document as written. `audits` are written with the
+   * change, atomically: never one without the other.
    */
-  abstract save(keys: (keyof SettingsFile)[], next: SettingsFile): Promise<SettingsFile>;
+  abstract save(keys: (keyof SettingsFile)[], next: SettingsFile, audits?: TxAudit[]): Promise<SettingsFile>;
 
   /** Called with the document when another writer changed it. */
   onChange(fn: (doc: SettingsFile) => void): void {
