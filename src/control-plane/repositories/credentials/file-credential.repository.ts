@@ -199,6 +199,7 @@ export class FileCredentialRepository extends CredentialRepository implements On
   }
 
   async onApplicationShutdown(): Promise<void> {
+    this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.foldTimer) clearTimeout(this.foldTimer);
     await this.flush().catch(() => undefined);
@@ -235,7 +236,11 @@ export class FileCredentialRepository extends CredentialRepository implements On
     this.scheduleFold();
   }
 
+  /** Set at shutdown: no fold is scheduled after it (a failed one is retried until then). */
+  private closed = false;
+
   private scheduleFold(): void {
+    if (this.closed) return;
     if (this.foldTimer) clearTimeout(this.foldTimer);
     this.foldTimer = setTimeout(() => {
       this.foldTimer = null;
