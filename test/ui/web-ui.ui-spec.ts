@@ -415,7 +415,8 @@ describe('web UI (Chromium)', () => {
     await diskRows.getByRole('row', { name: /ui-b02 .*not reached/ }).waitFor();
     await shot('masters-rollout');
     await panel.getByRole('button', { name: 'Promote to all disks' }).click();
-    await panel.getByText('all disks').waitFor();
+    // The phase badge itself: a substring match would find the button just clicked, before the promote is answered.
+    await panel.getByText('all disks', { exact: true }).waitFor();
     expect((await api('GET', `/masters/${MASTER}/rollout`)).body.phase).toBe('all');
     await panel.getByRole('button', { name: 'Roll back to v1' }).click();
     await page.getByRole('alertdialog').getByRole('button', { name: 'Roll back' }).click();
