@@ -251,7 +251,7 @@ export interface paths {
         put?: never;
         /**
          * Releases a looping device: its earlier boots no longer count and /boot-vars answers it as before
-         * @description Releases a looping device: its earlier boots no longer count and /boot-vars answers it as before. Audited.
+         * @description Releases a looping device: its earlier boots no longer count and /boot-vars answers it as before. Written to the boot event store before it is answered; audited.
          */
         post: operations["releaseBootHold"];
         delete?: never;
@@ -3624,6 +3624,24 @@ export interface operations {
             };
             /** @description Internal error: the message carries an error_id, under which the log has the details. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description The state directory is not writable (read-only volume). Nothing was changed. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorDto"];
+                };
+            };
+            /** @description Insufficient storage: the state volume is full. Nothing was changed; retry once space is freed. (A binding change whose ledger commit succeeded but whose dhcp-hosts.conf could not be written says "the change is committed": the file is written again every 2 s.) */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -390,6 +390,30 @@ describe('crash consistency (kill -9 under a write storm)', () => {
     expect(fs.readFileSync(trail, 'utf8')).not.toContain('secret-agent-token');
   });
 
+  it('a kill right after a boot-loop hold is released: the release was written before it was answered, and the device is not held again after the restart', async () => {
+    await freshControlPlane('kurrent-crash-release-');
+    const mac = '02:5c:00:00:00:01';
+    expect((await cp.req('POST', '/devices', { mac })).status).toBe(201);
+    // A worker with no disk: every boot is answered with a reboot, so three boots make a loop.
+    expect((await cp.req('POST', '/workers', { worker_id: 'looper', mac })).status).toBe(201);
+    const boot = async () => {
+      expect((await cp.req('GET', `/devices/report?mac=${mac}`)).status).toBe(200);
+      return (await cp.req('GET', `/boot-vars?mac=${mac}`)).body as string;
+    };
+    for (let i = 0; i < 3; i++) await boot();
+    expect(await boot()).toContain('# boot-loop hold');
+    const rel = await cp.req('POST', `/boots/${mac}/release`);
+    expect(rel.body).toEqual({ mac, looping: false, held: false, released: true });
+    // At once: boot events are otherwise written every 500 ms.
+    await cp.kill();
+    await cp.start();
+    const after = (await cp.req('GET', `/boots?mac=${mac}`)).body.items;
+    expect(after.length).toBeGreaterThanOrEqual(4);
+    expect(after.every((b: any) => b.looping === false)).toBe(true);
+    expect(await boot()).not.toContain('# boot-loop hold');
+    expect((await cp.req('GET', '/operations?op=device.boot_hold.release')).body.entries.map((e: any) => e.mac)).toEqual([mac]);
+  });
+
   it('a hand edit made while the control plane was down is never undone by the change-log replay: refused where they disagree, kept where they do not', async () => {
     await freshControlPlane('kurrent-crash-edit-');
     const devicesFile = path.join(cp.dir, 'state/devices.yml');

@@ -128,12 +128,15 @@ describe('boot sessions service: loops', () => {
   const make = (action: 'hold' | 'keep-looping') => {
     let now = 1_000_000;
     const audits: unknown[] = [];
-    const repo = { load: () => Promise.resolve([]), append: () => Promise.resolve(), pull: () => Promise.resolve([]), prune: () => Promise.resolve(), ...NO_SNAPSHOT };
+    const written: BootEvent[][] = [];
+    const store = { refuse: null as NodeJS.ErrnoException | null };
+    const append = (events: BootEvent[]) => (store.refuse ? Promise.reject(store.refuse) : (written.push(events), Promise.resolve()));
+    const repo = { load: () => Promise.resolve([]), append, pull: () => Promise.resolve([]), prune: () => Promise.resolve(), ...NO_SNAPSHOT };
     const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: action, stuck_after_seconds: 300 } };
     const audit = { record: (op: string, f: unknown) => (audits.push({ op, ...(f as object) }), Promise.resolve()) };
     let onChange: (c: unknown) => void = () => undefined;
-    const store = { onBootChange: (fn: (c: unknown) => void) => (onChange = fn) };
-    const svc = new BootSessionsService(repo as never, settings as never, audit as never, { now: () => new Date(now) } as never, { nodeId: 'n1' } as never, store as never);
+    const ledger = { onBootChange: (fn: (c: unknown) => void) => (onChange = fn) };
+    const svc = new BootSessionsService(repo as never, settings as never, audit as never, { now: () => new Date(now) } as never, { nodeId: 'n1' } as never, ledger as never);
     void svc.onModuleInit();
     const changes: string[] = [];
     svc.onHoldChange((m) => changes.push(m));
@@ -142,8 +145,30 @@ describe('boot sessions service: loops', () => {
       svc.seen({ mac: MAC, stage: 'report', worker: 'w1' });
       svc.seen({ mac: MAC, stage: 'vars', worker: 'w1', detail: { answer, reason: 'r' } });
     };
-    return { svc, audits, changes, boot, tick: (ms: number) => (now += ms), change: (c: object) => onChange({ full: false, local: true, macs: [], workers: [], hostnames: [], ...c }) };
+    return { svc, audits, changes, boot, written, store, tick: (ms: number) => (now += ms), change: (c: object) => onChange({ full: false, local: true, macs: [], workers: [], hostnames: [], ...c }) };
   };
+
+  it("an operator's release is in the store, after the boots seen before it, when it is answered; a store that refuses it changes nothing", async () => {
+    const { svc, audits, boot, written, store } = make('hold');
+    for (let i = 0; i < 3; i++) boot('reboot');
+    expect(svc.held(MAC)).toBe(true);
+    expect(written).toEqual([]); // nothing flushed yet: batches go every 500 ms
+    store.refuse = Object.assign(new Error('no space'), { code: 'ENOSPC' });
+    await expect(svc.release(MAC, 'op')).rejects.toMatchObject({ status: 507 });
+    expect(svc.held(MAC)).toBe(true);
+    expect(audits.filter((a) => (a as { op: string }).op === 'device.boot_hold.release')).toEqual([]);
+    store.refuse = Object.assign(new Error('read-only'), { code: 'EROFS' });
+    await expect(svc.release(MAC, 'op')).rejects.toMatchObject({ status: 503 });
+    store.refuse = null;
+    expect(await svc.release(MAC, 'op')).toBe(true);
+    const stages = written.flat().map((e) => e.stage);
+    // The six boot events (kept through the refusals) then the release, which was never queued twice.
+    expect(stages).toEqual(['report', 'vars', 'report', 'vars', 'report', 'vars', 'release']);
+    expect(svc.held(MAC)).toBe(false);
+    expect(audits.filter((a) => (a as { op: string }).op === 'device.boot_hold.release')).toEqual([expect.objectContaining({ mac: MAC, client: 'op' })]);
+    await svc.flush();
+    expect(written.flat().filter((e) => e.stage === 'release')).toHaveLength(1);
+  });
 
   it('marks a device looping at the third failed boot, audits once, holds it, and a release clears it', async () => {
     const { svc, audits, changes, boot } = make('hold');

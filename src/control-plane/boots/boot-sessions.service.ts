@@ -9,6 +9,8 @@ import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { SettingsService } from '../settings/settings.service';
 import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppedAt } from './boot-timeline';
 import { ownString } from '../../shared/string-pool';
+import { ApiError } from '../../shared/http/api-error';
+import { storageFailure } from '../../shared/files/storage-error';
 
 /** Sessions kept per device in memory (and so answered by GET /boots): enough to see a loop and the boots before it. */
 export const SESSIONS_PER_DEVICE = 10;
@@ -108,7 +110,7 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
       const workers = new Set(c.workers);
       for (const mac of [...this.loopers]) {
         const worker = this.timelines.get(mac)?.current?.worker;
-        if (c.macs.includes(mac) || (worker && workers.has(worker))) void this.release(mac, 'ledger change');
+        if (c.macs.includes(mac) || (worker && workers.has(worker))) this.releaseOnChange(mac);
       }
     });
     const now = this.clock.now().getTime();
@@ -272,19 +274,52 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     return this.timelines.get(mac)?.looping ?? null;
   }
 
-  /** Releases a looping device's hold (its earlier boots no longer count). Returns false when it was not looping. */
+  /**
+   * An operator releases a looping device's hold (its earlier boots no longer count). Returns
+   * false when it was not looping. The release is in the boot event store before it takes effect
+   * and is answered: boot events are otherwise written in batches every 500 ms, and an
+   * acknowledged release lost to a kill would put the device back on hold at the next start. A
+   * store that refuses it changes nothing (503/507).
+   */
   async release(mac: string, client: string): Promise<boolean> {
     const was = this.timelines.get(mac)?.looping ?? null;
     if (!was) return false; // nothing to release: nothing changes, nothing is audited
-    this.seenRelease(mac, client);
-    await this.audit.record('device.boot_hold.release', { mac, looping_since: new Date(was.since).toISOString(), reason: was.reason, client });
+    const e = this.releaseEvent(mac, client);
+    // What was seen before the release goes to the store before it (a replay keeps this order).
+    await this.flush();
+    try {
+      await this.repo.append([e]);
+    } catch (err) {
+      const mapped = storageFailure(err, 'the boot event store');
+      throw mapped instanceof ApiError ? mapped : new ApiError(503, `the boot event store did not take the release, nothing was changed: ${(err as Error).message}`);
+    }
+    // Released meanwhile (another request, a ledger change, its disk reached): this one changed nothing more.
+    const still = this.timelines.get(mac)?.looping ?? null;
+    this.apply(e, true);
+    if (!still) return false;
+    await this.audit.record('device.boot_hold.release', { mac, looping_since: new Date(still.since).toISOString(), reason: still.reason, client });
     return true;
   }
 
-  private seenRelease(mac: string, client: string): void {
-    const e: BootEvent = { mac, stage: 'release', at: this.clock.now().getTime(), node: this.config.nodeId, detail: { by: client.slice(0, 100) } };
+  /**
+   * A change of what the looping device boots lifts its hold at once (the change is durable; its
+   * release is written with the next batch, and a kill before it only leaves the hold until the
+   * device reaches its disk or is released).
+   */
+  private releaseOnChange(mac: string): void {
+    const was = this.timelines.get(mac)?.looping ?? null;
+    if (!was) return;
+    const client = 'ledger change';
+    const e = this.releaseEvent(mac, client);
     this.apply(e, true);
     this.pending.push(e);
+    this.audit
+      .record('device.boot_hold.release', { mac, looping_since: new Date(was.since).toISOString(), reason: was.reason, client })
+      .catch((err: Error) => this.log.warn(`the release of ${mac}'s hold was not audited: ${err.message}`));
+  }
+
+  private releaseEvent(mac: string, client: string): BootEvent {
+    return { mac, stage: 'release', at: this.clock.now().getTime(), node: this.config.nodeId, detail: { by: client.slice(0, 100) } };
   }
 
   /** The newest session of a device, or null. */

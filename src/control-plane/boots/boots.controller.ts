@@ -33,8 +33,8 @@ export class BootsController {
     this.boots.osUp(mac);
   }
 
-  /** Releases a looping device: its earlier boots no longer count and /boot-vars answers it as before. Audited. */
-  @ApiErrors(400, 404)
+  /** Releases a looping device: its earlier boots no longer count and /boot-vars answers it as before. Written to the boot event store before it is answered; audited. */
+  @ApiErrors(400, 404, 'writes')
   @Post(':mac/release')
   @HttpCode(200)
   release(@Param('mac') mac: string, @ClientIp() client: string): Promise<BootHoldDto> {
