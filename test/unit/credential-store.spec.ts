@@ -5,7 +5,7 @@ import type { AppConfig } from '../../src/control-plane/config/app-config';
 import type { AuditEntry } from '../../src/control-plane/repositories/audit/audit.repository';
 import { FileAuditRepository } from '../../src/control-plane/repositories/audit/file-audit.repository';
 import { CredentialRecord, FileShape, newPush, runOnView } from '../../src/control-plane/repositories/credentials/credential.repository';
-import { FileCredentialRepository, readCredentialsFile, readCredentialsOnDisk, renderCredentialsFile } from '../../src/control-plane/repositories/credentials/file-credential.repository';
+import { FileCredentialRepository, readCredentialsFile, readCredentialsOnDisk, renderCredentialsFile, renderCredentialsInSlices } from '../../src/control-plane/repositories/credentials/file-credential.repository';
 import { FileSystem } from '../../src/shared/files/file-system';
 import { tempDir } from '../helpers/app';
 
@@ -131,9 +131,91 @@ describe('FileCredentialRepository: nvme-credentials.json and its log', () => {
     expect(Object.keys(afterFlush.credentials.w49.agents)).toEqual(['a']);
     // Enough changes to pass a quarter of the file (and the 4 MiB floor: big records).
     const big = 'x'.repeat(200_000);
-    for (let i = 0; i < 30 && walBytes(dir) > 0; i++) await repo.change((d) => (d.credentials.w1.agents.a.last_error = `${big}${i}`));
+    for (let i = 0; i < 30 && walBytes(dir) > 0; i++) {
+      await repo.change((d) => (d.credentials.w1.agents.a.last_error = `${big}${i}`));
+      await repo.foldSettled();
+    }
     expect(walBytes(dir)).toBe(0);
     expect(jsonOf(dir).credentials.w1.agents.a.last_error).toMatch(/^x+\d+$/);
+  });
+
+  it('the file of a fold beside the changes is the one renderCredentialsFile writes, whatever the number of slices', async () => {
+    for (const n of [0, 1, 4999, 5000, 5001, 12_345]) {
+      const d = shape(n);
+      d.removals = [{ worker_id: 'w0', hostnqn: 'h', agent: 'a', attempts: 1, last_error: null, last_attempt_at: null, next_attempt_at: null }];
+      expect(Buffer.concat(await renderCredentialsInSlices(Object.entries(d.credentials), d.removals)).toString('utf8')).toBe(renderCredentialsFile(d));
+    }
+  });
+
+  it('a big log is folded beside the changes: they go on while the file is written, what they appended stays in the log, and an edit meanwhile is never written over', async () => {
+    // The fold's write of nvme-credentials.json waits at a gate the test opens.
+    let atGate: () => void = () => undefined;
+    let reached = new Promise<void>((r) => (atGate = r));
+    let open_: () => void = () => undefined;
+    class GatedFs extends FileSystem {
+      override async writeAtomic(file: string, data: string | Buffer, mode?: number, opts?: Parameters<FileSystem['writeAtomic']>[3]): Promise<void> {
+        if (file.endsWith('nvme-credentials.json') && gated) {
+          const gate = new Promise<void>((r) => (open_ = r));
+          atGate();
+          await gate;
+        }
+        return super.writeAtomic(file, data, mode, opts);
+      }
+      override readChunksSync(file: string, onChunk: (b: Buffer) => void): boolean {
+        if (file.endsWith('nvme-credentials.json')) reads++;
+        return super.readChunksSync(file, onChunk);
+      }
+    }
+    let reads = 0;
+    let gated = false;
+    const dir = fresh();
+    const repo = new FileCredentialRepository({ stateDir: dir, checkpointMs: 60_000 } as AppConfig, new GatedFs());
+    repo.onModuleInit();
+    await repo.change((d) => Object.assign(d.credentials, Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`w${i}`, cred(`w${i}`)]))));
+    await repo.checkpoint();
+    gated = true;
+    const big = 'x'.repeat(200_000);
+    // Past the 4 MiB floor: the last of these starts the fold.
+    for (let i = 0; i < 21; i++) await repo.change((d) => (d.credentials.w1.agents = { a: { ...newPush(), last_error: `${big}${i}` } }));
+    await reached;
+    const logWhileFolding = walBytes(dir);
+    // The fold is writing the file: changes are not held up by it.
+    await repo.change((d) => (d.credentials.w2.revoked = true));
+    await repo.change((d) => delete d.credentials.w3);
+    expect(walBytes(dir)).toBeGreaterThan(logWhileFolding);
+    open_();
+    await repo.foldSettled();
+    // The file holds the state the fold took; the log, exactly the two changes made since.
+    const file = jsonOf(dir);
+    expect(file.credentials.w1.agents.a.last_error).toBe(`${big}20`);
+    expect(file.credentials.w2.revoked).toBe(false);
+    expect(file.credentials.w3).toBeDefined();
+    expect(walBytes(dir)).toBeLessThan(10_000);
+    // The stamp of the file the fold put in place is known before the rename: no change reads it again as a hand edit.
+    await repo.change((d) => (d.credentials.w5.revoked = true));
+    expect(reads).toBe(1);
+    const restarted = open(dir);
+    expect(restarted.snapshot()).toEqual(repo.snapshot());
+    expect(restarted.get('w2')!.revoked).toBe(true);
+    expect(restarted.get('w3')).toBeUndefined();
+    expect(restarted.get('w5')!.revoked).toBe(true);
+
+    // A hand edit while the fold writes: it is not written over, and the next fold keeps it with the log on top.
+    reached = new Promise<void>((r) => (atGate = r));
+    for (let i = 0; i < 21; i++) await repo.change((d) => (d.credentials.w1.agents = { a: { ...newPush(), last_error: `${big}${i}b` } }));
+    await reached;
+    const edited = jsonOf(dir);
+    edited.credentials.w4.revoked = true;
+    fs.writeFileSync(path.join(dir, 'nvme-credentials.json'), JSON.stringify(edited, null, 2));
+    open_();
+    await repo.foldSettled();
+    expect(jsonOf(dir).credentials.w4.revoked).toBe(true);
+    expect(jsonOf(dir).credentials.w1.agents.a.last_error).toBe(`${big}20`);
+    gated = false;
+    await repo.checkpoint();
+    const after = jsonOf(dir);
+    expect([after.credentials.w4.revoked, after.credentials.w2.revoked, after.credentials.w1.agents.a.last_error]).toEqual([true, true, `${big}20b`]);
+    expect(walBytes(dir)).toBe(0);
   });
 
   it('a hand edit of the file meanwhile is kept, with the changes of the log on top', async () => {

@@ -78,3 +78,21 @@ describe('FileSystem.readChunksSync', () => {
     expect(new FileSystem().readChunksSync(path.join(dir, 'missing'), () => undefined)).toBe(false);
   });
 });
+
+describe('FileSystem.writeAtomic', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kurrent-fs-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('writes a list of parts in order (more than one writev, empty parts too), and tells the stamp the file has once renamed', async () => {
+    const fsys = new FileSystem();
+    const file = path.join(dir, 'big.yml');
+    const parts = Array.from({ length: 150 }, (_, i) => Buffer.from(i % 7 === 0 ? '' : `${i}:${'é'.repeat(i)}\n`));
+    let told: ReturnType<FileSystem['statSync']> = null;
+    await fsys.writeAtomic(file, parts, 0o600, { beforeRename: (st) => (told = st) });
+    expect(fs.readFileSync(file)).toEqual(Buffer.concat(parts));
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    expect(told).toEqual(fsys.statSync(file));
+    expect(fs.readdirSync(dir)).toEqual(['big.yml']);
+  });
+});

@@ -148,21 +148,35 @@ export class FileSystem {
    * files that are re-derived at start). With `unchangedSince`, the file must still have that
    * stamp right before the rename (null: must not exist), else nothing is replaced and
    * FileChangedError is thrown: an edit made while the new content was written is never lost.
+   * `beforeRename` gets the stamp the file will have, right before the rename. `data` may be a
+   * list of Buffers, written in order.
    */
-  async writeAtomic(file: string, data: string | Buffer, mode = 0o644, opts: { durable?: boolean; unchangedSince?: FileStamp | null } = {}): Promise<void> {
+  async writeAtomic(
+    file: string,
+    data: string | Buffer | readonly Buffer[],
+    mode = 0o644,
+    opts: { durable?: boolean; unchangedSince?: FileStamp | null; beforeRename?: (stamp: FileStamp) => void } = {},
+  ): Promise<void> {
     const durable = opts.durable ?? true;
     const dir = path.dirname(file);
     const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${++this.tmpSeq}.tmp`);
     try {
       const fh = await fsp.open(tmp, 'w', mode);
+      let stamp: FileStamp;
       try {
-        await fh.writeFile(data);
+        if (typeof data === 'string' || Buffer.isBuffer(data)) await fh.writeFile(data);
+        // Parts (a big checkpoint's chunks): written as they are, never joined into one copy.
+        else for (let i = 0; i < data.length; i += 64) await writevAll(fh, data.slice(i, i + 64));
         if (durable) await fh.sync();
+        // What the file will stat as once renamed (a rename keeps mtime, size and inode).
+        const st = await fh.stat();
+        stamp = { mtimeMs: st.mtimeMs, size: st.size, ino: st.ino };
       } finally {
         await fh.close();
       }
       this.fault(`written:${path.basename(file)}`);
       if (opts.unchangedSince !== undefined && !sameStamp(this.statSync(file), opts.unchangedSince)) throw new FileChangedError(file);
+      opts.beforeRename?.(stamp);
       await fsp.rename(tmp, file);
     } catch (e) {
       // A failed write (ENOSPC, EROFS, ...) leaves nothing behind: a leftover temp file could
@@ -529,5 +543,15 @@ function openIfExistsSync(file: string): number | null {
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw e;
+  }
+}
+
+/** Writes every byte of `parts` at the file position (writev may write less than asked). */
+async function writevAll(fh: fsp.FileHandle, parts: Buffer[]): Promise<void> {
+  let rest = parts.filter((p) => p.length > 0);
+  while (rest.length) {
+    let { bytesWritten } = await fh.writev(rest);
+    while (rest.length && bytesWritten >= rest[0].length) bytesWritten -= rest.shift()!.length;
+    if (bytesWritten > 0) rest[0] = rest[0].subarray(bytesWritten);
   }
 }

@@ -104,6 +104,25 @@ export class ChangeLog<R extends { seq: number } = ChangeRecord> {
     this.count++;
   }
 
+  /**
+   * Drops the first `bytes` of the log (the records a checkpoint taken at that length holds) and
+   * keeps those appended since: the rest is written to a new file renamed over the log, so a kill
+   * leaves the whole log (replayed onto the checkpoint: records carry whole values) or the rest.
+   * Call under the owner's lock.
+   */
+  async dropFirst(bytes: number): Promise<void> {
+    if (bytes >= this.bytes) return this.reset();
+    if (bytes <= 0) return;
+    const rest = (this.fs.readBytesSync(this.file) ?? Buffer.alloc(0)).subarray(bytes);
+    // Exactly what was appended since: whole lines (appends are cut back when they fail).
+    if (rest.length !== this.bytes - bytes) throw new Error(`${this.file} is ${bytes + rest.length} bytes, ${this.bytes} expected`);
+    await this.fs.writeAtomic(this.file, rest, this.mode);
+    let lines = 0;
+    for (let i = rest.indexOf(10); i !== -1; i = rest.indexOf(10, i + 1)) lines++;
+    this.bytes = rest.length;
+    this.count = lines;
+  }
+
   /** Empties the log once a checkpoint holds everything in it. */
   async reset(): Promise<void> {
     if (this.bytes === 0 && this.count === 0) return;
