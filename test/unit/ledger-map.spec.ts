@@ -82,6 +82,48 @@ describe('LedgerMap', () => {
     expect(notes.render(pending).toString('utf8')).toBe(expected(withPending));
   });
 
+  it('a checkpoint renders in slices, letting the event loop in: telemetry landing meanwhile keeps the file stale, and no line of an older record is cached', async () => {
+    type Seen = { id: string; last: string };
+    const f = path.join(dir, 'sliced.yml');
+    const seen = new LedgerMap<Seen>(f, 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
+    seen.loadSync();
+    const all = new Map(Array.from({ length: 5000 }, (_, i) => [`k${i}`, { id: `k${i}`, last: 't0' }] as [string, Seen]));
+    seen.apply(all);
+    const expected = seen.render().toString('utf8');
+    // Lines not cached yet: the checkpoint serialises them, a slice at a time.
+    let turns = 0;
+    let turnsBeforeWrite = -1;
+    class Fs extends FileSystem {
+      override writeAtomic(...args: Parameters<FileSystem['writeAtomic']>): Promise<void> {
+        turnsBeforeWrite = turns;
+        return super.writeAtomic(...args);
+      }
+    }
+    const fresh = new LedgerMap<Seen>(f, 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new Fs());
+    fresh.loadSync();
+    fresh.apply(all);
+    const ticking = setInterval(() => turns++, 0);
+    // Between two slices, k4999 (not rendered yet) is replaced and k0 (rendered) is touched in place.
+    setImmediate(() => {
+      fresh.touch('k4999', { id: 'k4999', last: 't1' });
+      fresh.touchInPlace('k0', fresh.get('k0')!, (r) => (r.last = 't1'));
+    });
+    await fresh.checkpoint();
+    clearInterval(ticking);
+    // Timers ran while it rendered, before it wrote.
+    expect(turnsBeforeWrite).toBeGreaterThan(0);
+    const text = fs.readFileSync(f, 'utf8');
+    // The file is the snapshot: k4999 as it was; k0 as rendered before its touch.
+    expect(text).toBe(expected);
+    expect(fresh.stale).toBe(true);
+    // The next render has both touches: nothing stale was cached for them.
+    const next = fresh.render().toString('utf8');
+    expect(next).toContain('"k4999": {"id":"k4999","last":"t1"}');
+    expect(next).toContain('"k0": {"id":"k0","last":"t1"}');
+    // A start reads what the checkpoint wrote as the file it knows (its SHA-256 is the text's).
+    expect(createHash('sha256').update(text).digest('hex')).toBe((fresh as unknown as { knownSha: string }).knownSha);
+  });
+
   it("another process's durable telemetry (refreshInPlace, refresh): memory and the next render follow, nothing is marked to write", () => {
     type Seen = { id: string; last: string };
     const seen = new LedgerMap<Seen>(path.join(dir, 'seen.yml'), 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
