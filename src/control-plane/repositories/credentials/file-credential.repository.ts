@@ -283,10 +283,11 @@ export class FileCredentialRepository extends CredentialRepository implements On
 
   /**
    * A fold that holds the lock only to take the state and, after, to drop the log records the
-   * file now holds: at 100,000 credentials rendering and writing the 28 MB file took ~0.8 s, and
-   * every change (a fleet-wide push: p99 0.8-1.1 s) and the event loop itself waited for it. The
-   * render goes in slices; records appended meanwhile stay in the log. An edit of the file meanwhile
-   * is not written over: the fold is left to the next try, which picks the edit up first.
+   * file now holds: at 100,000 credentials rendering and writing the 28 MB file under the lock
+   * took 0.33-0.42 s, once every ~20,000 rotations of a fleet-wide push, and every change and the
+   * event loop itself waited for it (now: the longest turn ~60 ms, no change waits). The render
+   * goes in slices; records appended meanwhile stay in the log. An edit of the file meanwhile is
+   * not written over: the fold is left to the next try, which picks the edit up first.
    */
   private async foldBeside(): Promise<void> {
     const snap = await this.lock.run(async () => {
