@@ -285,7 +285,9 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     const was = this.timelines.get(mac)?.looping ?? null;
     if (!was) return false; // nothing to release: nothing changes, nothing is audited
     const e = this.releaseEvent(mac, client);
-    // What was seen before the release goes to the store before it (a replay keeps this order).
+    // The batch seen before the release goes to the store first. Events queued while a batch was
+    // already being written may land after it: a replay is right either way, since boots before
+    // a release never count towards a loop.
     await this.flush();
     try {
       await this.repo.append([e]);
