@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { BOOT_STAGES, BootEvent, BootStage } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { BootTimeline, countsTowardsLoop, outcomeOf, STAGE_ORDER, stoppedAt } from '../../src/control-plane/boots/boot-timeline';
+import { SessionArena } from '../../src/control-plane/boots/session-arena';
 
 /**
  * BootSession is packed (stages as integers in fields, issue 27). This is the rule it packs,
@@ -173,5 +174,52 @@ describe('BootSession packing', () => {
     expect(d.detailOf('vars')).toEqual({ answer: 'disk', disk: 'iqn.x:other' });
     expect(d.detailOf('vars')).not.toBe(a.detailOf('vars'));
     expect([a.countOnce(), a.countOnce(), b.countOnce()]).toEqual([true, false, true]);
+  });
+});
+
+describe('SessionArena: the closed boots of every timeline', () => {
+  const boot = (t: BootTimeline, at: number, worker: string, answer = 'disk') => {
+    t.apply({ at, mac: t.mac, stage: 'report', node: 'n1', worker });
+    t.apply({ at: at + 5, mac: t.mac, stage: 'vars', node: 'n1', worker, detail: { answer, disk: `iqn.x:${worker}` } });
+    t.apply({ at: at + 9, mac: t.mac, stage: 'disk', node: 'n1', worker });
+  };
+
+  it('holds keep - 1 slots a device, reuses the slots it drops, and shares one worker and one detail across a device’s boots', () => {
+    const arena = new SessionArena();
+    const a = new BootTimeline('02:00:00:00:00:0a', 10, arena);
+    const b = new BootTimeline('02:00:00:00:00:0b', 3, arena);
+    for (let i = 0; i < 50; i++) {
+      boot(a, 1000 * i, 'seat-a');
+      boot(b, 1000 * i, 'seat-b');
+    }
+    expect([a.sessionCount, b.sessionCount, arena.size]).toEqual([10, 3, 9 + 2]);
+    // seat-a, its vars detail; seat-b, its vars detail.
+    expect(arena.shared).toBe(4);
+    expect(a.sessions.map((s) => s.started)).toEqual(Array.from({ length: 10 }, (_, i) => 1000 * (40 + i)));
+    expect(new Set(a.sessions.map((s) => s.detailOf('vars'))).size).toBe(1);
+    expect(a.sessions.map((s) => s.stages.map((m) => m.stage).join())).toEqual(Array(10).fill('report,vars,disk'));
+    // A worker that changes: the old one's string and detail leave the arena with its last boot.
+    for (let i = 50; i < 53; i++) boot(b, 1000 * i, 'seat-c');
+    expect(b.sessions.map((s) => s.worker)).toEqual(['seat-c', 'seat-c', 'seat-c']);
+    expect(arena.shared).toBe(4);
+    a.dispose();
+    b.dispose();
+    expect([arena.size, arena.shared]).toEqual([0, 0]);
+  });
+
+  it('keeps a boot that does not pack (a failure, five stages, a stage past 2^32 ms / 8) as its object, exactly', () => {
+    const arena = new SessionArena();
+    const t = new BootTimeline(MAC, 10, arena);
+    boot(t, 1000, 'w1', 'empty');
+    t.apply({ at: 2000, mac: MAC, stage: 'report', node: 'n1' });
+    for (const stage of ['challenge', 'vars', 'menu', 'disk', 'os'] as const) t.apply({ at: 2001, mac: MAC, stage, node: 'n1', ...(stage === 'vars' ? { detail: { answer: 'disk' } } : {}) });
+    t.apply({ at: 3000, mac: MAC, stage: 'report', node: 'n1' });
+    t.apply({ at: 3000 + 2 ** 30, mac: MAC, stage: 'vars', node: 'n1', detail: { answer: 'disk' } });
+    const before = t.sessions.map((s) => [s.started, s.stages, s.failure, s.last]);
+    t.apply({ at: 4000 + 2 ** 30, mac: MAC, stage: 'report', node: 'n1' });
+    expect(t.sessions.slice(0, 3).map((s) => [s.started, s.stages, s.failure, s.last])).toEqual(before);
+    expect(t.sessions[0].failure).toEqual({ stage: 'vars', reason: 'empty', answer: 'empty' });
+    expect(t.sessions[1].stageCount).toBe(6);
+    expect(arena.size).toBe(3);
   });
 });

@@ -8,6 +8,7 @@ import type { BootSnapshotWriter } from '../repositories/boot-events/boot-snapsh
 import { LedgerRepository } from '../repositories/ledger/ledger.repository';
 import { SettingsService } from '../settings/settings.service';
 import { BootOutcome, BootSession, BootTimeline, endedOutcome, outcomeOf, stoppedAt } from './boot-timeline';
+import { SessionArena } from './session-arena';
 import { ownString } from '../../shared/string-pool';
 import { ApiError } from '../../shared/http/api-error';
 import { storageFailure } from '../../shared/files/storage-error';
@@ -64,6 +65,8 @@ export interface BootQuery {
 export class BootSessionsService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly log = new Logger('BootSessions');
   private readonly timelines = new Map<string, BootTimeline>();
+  /** Where the timelines keep their closed boots (bytes, not objects: issue 27); a new one when the timelines are dropped. */
+  private arena = new SessionArena();
   private pending: BootEvent[] = [];
   private dropped = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -137,8 +140,9 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     const stuckMs = this.stuckMs();
     try {
       const used = await this.repo.restore(since, (line) => {
-        const t = BootTimeline.restore(line, SESSIONS_PER_DEVICE);
+        const t = BootTimeline.restore(line, SESSIONS_PER_DEVICE, this.arena);
         // A later line of the same MAC (written again because it changed while the snapshot was written) replaces the earlier.
+        this.timelines.get(t.mac)?.dispose();
         this.timelines.set(t.mac, t);
         this.loopers.delete(t.mac);
         this.deadlines.delete(t.mac);
@@ -153,6 +157,7 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     } catch (e) {
       this.log.warn(`the boot timeline snapshot is not usable (${(e as Error).message}): replaying the stored events`);
       this.timelines.clear();
+      this.arena = new SessionArena();
       this.loopers.clear();
       this.deadlines.clear();
     }
@@ -339,11 +344,12 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     const out: { session: BootSession; outcome: BootOutcome; looping: boolean }[] = [];
     const lines = q.mac ? [this.timelines.get(q.mac)].filter((t): t is BootTimeline => !!t) : this.timelines.values();
     for (const t of lines) {
-      for (let i = 0; i < t.sessions.length; i++) {
-        const s = t.sessions[i];
+      const sessions = t.sessions;
+      for (let i = 0; i < sessions.length; i++) {
+        const s = sessions[i];
         if (q.since !== undefined && s.last < q.since) continue;
         if (q.worker_id && s.worker !== q.worker_id) continue;
-        const outcome = outcomeOf(s, i === t.sessions.length - 1, now, stuckMs);
+        const outcome = outcomeOf(s, i === sessions.length - 1, now, stuckMs);
         if (q.outcome && outcome !== q.outcome) continue;
         out.push({ session: s, outcome, looping: !!t.looping });
       }
@@ -374,7 +380,7 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     if (!t) {
       // The timeline lives as long as the device: its MAC must not be a view of the request's query.
       const mac = ownString(e.mac);
-      this.timelines.set(mac, (t = new BootTimeline(mac, SESSIONS_PER_DEVICE)));
+      this.timelines.set(mac, (t = new BootTimeline(mac, SESSIONS_PER_DEVICE, this.arena)));
     }
     this.snapshotTouched?.add(t.mac);
     const applied = this.applyTo(t, e, local);
@@ -391,18 +397,20 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
   private applyTo(t: BootTimeline, e: BootEvent, local: boolean): boolean {
     const before = t.current;
     const wasLooping = t.looping;
+    const stuckMs = this.stuckMs();
+    // A report begins a boot: the one it replaces is counted first, while it is still an object
+    // (apply moves it to the arena, where a count would change a copy).
+    if (local && before && e.stage === 'report') this.count(before, endedOutcome(before, e.at, stuckMs));
     const s = t.apply(e);
     if (e.stage === 'release') {
       if (wasLooping) this.holdChanged(e.mac);
       return true;
     }
     if (!s) return false;
-    const stuckMs = this.stuckMs();
     if (local) {
       if (e.stage === 'vars' && e.detail?.answer === 'disk' && e.detail.disk && e.detail.agent) {
         this.awaiting.set(t.mac, { mac: t.mac, ...(e.worker ? { worker: e.worker } : {}), target: e.detail.disk, agent: e.detail.agent, since: e.at });
       } else if (e.stage !== 'menu' && e.stage !== 'challenge') this.awaiting.delete(e.mac);
-      if (before && before !== s) this.count(before, endedOutcome(before, e.at, stuckMs));
       if (before !== s) for (const fn of this.startListeners) fn(e.mac, e.stage);
       // The timeline returns a session only when it marked this stage on it.
       for (const fn of this.stageListeners) fn(e.stage as BootStage, Math.max(0, e.at - s.started) / 1000);
@@ -461,10 +469,10 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
     const cuts = new Map<string, DeviceCut>();
     let held = 0;
     for (const t of this.timelines.values()) {
-      const before = Math.min(now, t.sessions.length ? t.sessions[0].started : now) - PRUNE_MARGIN_MS;
+      const before = Math.min(now, t.oldestStarted ?? now) - PRUNE_MARGIN_MS;
       const since = t.looping?.since;
       cuts.set(t.mac, since !== undefined && since - windowMs - PRUNE_MARGIN_MS < before ? { before, keep: [since - windowMs - PRUNE_MARGIN_MS, since + PRUNE_MARGIN_MS] } : { before });
-      for (const s of t.sessions) held += s.stageCount;
+      held += t.stageCount;
       if (t.releasedAt) held++;
     }
     return { before: now - BOOT_EVENT_RETENTION_MS, cuts, held };

@@ -1,4 +1,5 @@
 import { BOOT_STAGES, BootEvent, BootStage } from '../repositories/boot-events/boot-event.repository';
+import { ARENA_MAX, ARENA_STAGES, SessionArena } from './session-arena';
 
 export const STAGE_ORDER: Record<BootStage, number> = Object.fromEntries(BOOT_STAGES.map((s, i) => [s, i])) as Record<BootStage, number>;
 const DISK = STAGE_ORDER.disk;
@@ -192,6 +193,42 @@ export class BootSession {
     if (more.length) s.more = more;
     return s;
   }
+  /**
+   * Writes a closed session (one a later boot replaced: never marked again) to the arena; a slot
+   * that holds this object where it does not pack (a failure, more than ARENA_STAGES stages, a code
+   * or offset past ARENA_MAX).
+   */
+  closeInto(arena: SessionArena): number {
+    const n = this.stageCount;
+    if (this.failure || n > ARENA_STAGES || this.lastOffset > ARENA_MAX || this.m0 > ARENA_MAX || this.m1 > ARENA_MAX || this.m2 > ARENA_MAX) {
+      return arena.storeObject(this.started, this);
+    }
+    const codes: number[] = [];
+    const details: (Detail | null)[] = [];
+    if (n > 0) codes.push(this.m0), details.push(this.d0);
+    if (n > 1) codes.push(this.m1), details.push(this.d1);
+    if (n > 2) codes.push(this.m2), details.push(this.d2);
+    if (n > 3) {
+      if ((this.more![0] as number) > ARENA_MAX) return arena.storeObject(this.started, this);
+      codes.push(this.more![0] as number), details.push(this.more![1] as Detail | null);
+    }
+    return arena.store(this.started, this.worker, this.bits, this.lastOffset, codes, details);
+  }
+
+  /** The session of an arena slot closeInto wrote: its own object, or a copy of what the slot holds. */
+  static fromArena(mac: string, arena: SessionArena, slot: number): BootSession {
+    const o = arena.object(slot);
+    if (o) return o as BootSession;
+    const s = new BootSession(mac, arena.started(slot), arena.worker(slot));
+    s.bits = arena.bits(slot);
+    s.lastOffset = arena.lastOffset(slot);
+    const n = arena.count(slot);
+    if (n > 0) [s.m0, s.d0] = [arena.code(slot, 0), arena.detail(slot, 0) as Detail | null];
+    if (n > 1) [s.m1, s.d1] = [arena.code(slot, 1), arena.detail(slot, 1) as Detail | null];
+    if (n > 2) [s.m2, s.d2] = [arena.code(slot, 2), arena.detail(slot, 2) as Detail | null];
+    if (n > 3) s.more = [arena.code(slot, 3), arena.detail(slot, 3) as Detail | null];
+    return s;
+  }
 }
 
 /** A detail as events carry it: an object of strings. */
@@ -243,9 +280,14 @@ export function stoppedAt(s: BootSession): BootStage {
 }
 
 /** A device boots as the same worker again and again: its sessions share one string. */
-function sameWorker(before: BootSession | undefined, worker: string | undefined): string | undefined {
-  return worker !== undefined && worker === before?.worker ? before.worker : worker;
+function sameWorker(before: string | undefined, worker: string | undefined): string | undefined {
+  return worker !== undefined && worker === before ? before : worker;
 }
+
+const NO_SLOT = -1;
+const isFailed = (o: BootOutcome) => o === 'failed' || o === 'stuck' || o === 'superseded';
+/** The arena of timelines made without one (tests); BootSessionsService gives its timelines their own. */
+const DEFAULT_ARENA = new SessionArena();
 
 /** Two details with the same fields and values (a device's boots repeat theirs: one object is kept). */
 function sameDetail(a: Detail, b: Detail): boolean {
@@ -266,20 +308,111 @@ function sameDetail(a: Detail, b: Detail): boolean {
  * retries never make a boot, let alone a boot loop.
  */
 export class BootTimeline {
-  /** Replaced, never pushed to (see BootSession.marks). */
-  sessions: BootSession[] = [];
   /** Boots before this time do not count towards a loop (an operator released the hold). */
   releasedAt = 0;
   /** Set while the device is looping: when it was detected and why. */
   looping: { since: number; reason: string } | null = null;
+  /** The newest boot: an object, the only session ever marked. */
+  private newest: BootSession | undefined = undefined;
+  /** The boots before it, in the arena: the slot of the newest of them (each links to the next older), and how many. */
+  private closed = NO_SLOT;
+  private closedCount = 0;
 
   constructor(
     readonly mac: string,
     private readonly keep: number,
+    private readonly arena: SessionArena = DEFAULT_ARENA,
   ) {}
 
   get current(): BootSession | undefined {
-    return this.sessions[this.sessions.length - 1];
+    return this.newest;
+  }
+
+  /**
+   * The boots held, oldest first, built on each read (views: API answers, snapshots, tests). A
+   * closed boot's object is a copy: marking or counting it changes nothing held.
+   */
+  get sessions(): BootSession[] {
+    const out: BootSession[] = [];
+    for (let slot = this.closed; slot !== NO_SLOT; slot = this.arena.older(slot)) out.push(BootSession.fromArena(this.mac, this.arena, slot));
+    out.reverse();
+    if (this.newest) out.push(this.newest);
+    return out;
+  }
+
+  /** How many boots are held. */
+  get sessionCount(): number {
+    return this.closedCount + (this.newest ? 1 : 0);
+  }
+
+  /** When the oldest boot held began (undefined: none). */
+  get oldestStarted(): number | undefined {
+    if (this.closed === NO_SLOT) return this.newest?.started;
+    let slot = this.closed;
+    while (this.arena.older(slot) !== NO_SLOT) slot = this.arena.older(slot);
+    return this.arena.started(slot);
+  }
+
+  /** Stage marks held over all boots (what a prune keeps). */
+  get stageCount(): number {
+    let n = this.newest?.stageCount ?? 0;
+    for (let slot = this.closed; slot !== NO_SLOT; slot = this.arena.older(slot)) {
+      const o = this.arena.object(slot) as BootSession | null;
+      n += o ? o.stageCount : this.arena.count(slot);
+    }
+    return n;
+  }
+
+  /** Gives the arena slots back (a timeline dropped while its arena lives on). */
+  dispose(): void {
+    this.trim(0);
+    this.newest = undefined;
+  }
+
+  /** A new newest boot: the one before it moves to the arena, and the oldest beyond `keep` are dropped. */
+  private push(s: BootSession): void {
+    if (this.newest) {
+      const slot = this.newest.closeInto(this.arena);
+      this.arena.setOlder(slot, this.closed);
+      this.closed = slot;
+      this.closedCount++;
+    }
+    this.newest = s;
+    this.trim(this.keep - 1);
+  }
+
+  /** Keeps the newest `n` closed boots. */
+  private trim(n: number): void {
+    if (this.closedCount <= n) return;
+    let last = NO_SLOT;
+    let slot = this.closed;
+    for (let i = 0; i < n; i++) [last, slot] = [slot, this.arena.older(slot)];
+    if (last === NO_SLOT) this.closed = NO_SLOT;
+    else this.arena.setOlder(last, NO_SLOT);
+    while (slot !== NO_SLOT) {
+      const older = this.arena.older(slot);
+      this.arena.free(slot);
+      slot = older;
+    }
+    this.closedCount = n;
+  }
+
+  /** The boot before the newest (its detail of a stage, its worker), read from its slot. */
+  private previousDetail(stage: BootStage): Detail | undefined {
+    if (this.closed === NO_SLOT) return undefined;
+    const o = this.arena.object(this.closed) as BootSession | null;
+    if (o) return o.detailOf(stage);
+    const n = STAGE_ORDER[stage];
+    for (let i = 0; i < this.arena.count(this.closed); i++) {
+      if (stageOf(this.arena.code(this.closed, i)) === n) return (this.arena.detail(this.closed, i) as Detail | null) ?? undefined;
+    }
+    return undefined;
+  }
+
+  private previousWorker(): string | undefined {
+    if (this.closed === NO_SLOT) return undefined;
+    const o = this.arena.object(this.closed) as BootSession | null;
+    return o ? o.worker : this.arena.worker(this.closed);
   }
 
   /**
@@ -300,14 +433,14 @@ export class BootTimeline {
   }
 
   /** The timeline of a snapshot line (throws on one snapshot() cannot have written); its newest `keep` sessions. */
-  static restore(line: string, keep: number): BootTimeline {
+  static restore(line: string, keep: number, arena: SessionArena = DEFAULT_ARENA): BootTimeline {
     const row: unknown = JSON.parse(line);
     if (!Array.isArray(row) || row.length < 4) throw new Error('a timeline is not a row');
     const [mac, releasedAt, looping, details] = row as [unknown, unknown, unknown, unknown];
     if (typeof mac !== 'string' || !isWhole(releasedAt)) throw new Error('a timeline has a bad MAC or release');
     if (!Array.isArray(details) || !details.every(isDetail)) throw new Error(`timeline ${mac}: a bad detail`);
     // JSON.parse builds strings of their own (no views of the line): the MAC can be kept as it is.
-    const t = new BootTimeline(mac, keep);
+    const t = new BootTimeline(mac, keep, arena);
     t.releasedAt = releasedAt;
     if (looping !== null) {
       if (!Array.isArray(looping) || looping.length !== 2 || !isWhole(looping[0]) || typeof looping[1] !== 'string') throw new Error(`timeline ${mac}: a bad loop state`);
@@ -315,11 +448,16 @@ export class BootTimeline {
     }
     let prev: BootSession | undefined;
     // map: an exact-sized array, as apply() keeps them.
-    t.sessions = row.slice(Math.max(4, row.length - keep)).map((r) => {
-      const s = BootSession.unpack(t.mac, r, details as Detail[], prev?.worker);
-      if (prev && s.started <= prev.started) throw new Error(`timeline ${mac}: sessions out of order`);
-      return (prev = s);
-    });
+    try {
+      for (const r of row.slice(Math.max(4, row.length - keep))) {
+        const s = BootSession.unpack(t.mac, r, details as Detail[], prev?.worker);
+        if (prev && s.started <= prev.started) throw new Error(`timeline ${mac}: sessions out of order`);
+        t.push((prev = s));
+      }
+    } catch (e) {
+      t.dispose();
+      throw e;
+    }
     return t;
   }
 
@@ -352,9 +490,8 @@ export class BootTimeline {
     // ordered start times: the session id and the newest-first order depend on it.
     const prev = this.current;
     const at = prev && e.at <= prev.started ? prev.started + 1 : e.at;
-    const s = new BootSession(this.mac, at, sameWorker(prev, e.worker || undefined));
-    const sessions = this.sessions.concat([s]);
-    this.sessions = sessions.length > this.keep ? sessions.slice(1) : sessions;
+    const s = new BootSession(this.mac, at, sameWorker(prev?.worker, e.worker || undefined));
+    this.push(s);
     this.mark(s, 'report', at, e.detail, undefined);
     return s;
   }
@@ -362,11 +499,11 @@ export class BootTimeline {
   /** Marks the current session; a detail equal to the previous boot's of that stage is that boot's object. */
   private mark(s: BootSession, stage: BootStage, at: number, detail: Detail | undefined, worker: string | undefined): void {
     if (detail) {
-      const before = this.sessions[this.sessions.length - 2]?.detailOf(stage);
+      const before = this.previousDetail(stage);
       if (before && sameDetail(before, detail)) detail = before;
     }
     s.mark(stage, at, detail);
-    if (worker && !s.worker) s.worker = sameWorker(this.sessions[this.sessions.length - 2], worker);
+    if (worker && !s.worker) s.worker = sameWorker(this.previousWorker(), worker);
   }
 
   /**
@@ -377,12 +514,13 @@ export class BootTimeline {
   failedBoots(now: number, windowMs: number, stuckMs: number): BootSession[] {
     const from = Math.max(now - windowMs, this.releasedAt);
     const out: BootSession[] = [];
-    for (let i = 0; i < this.sessions.length; i++) {
-      const s = this.sessions[i];
-      if (s.started < from || !countsTowardsLoop(s)) continue;
-      const o = outcomeOf(s, i === this.sessions.length - 1, now, stuckMs);
-      if (o === 'failed' || o === 'stuck' || o === 'superseded') out.push(s);
+    // Newest first, stopping at the first boot before the window (starts only grow): no copy of an older one is made.
+    const s = this.newest;
+    if (s && s.started >= from && countsTowardsLoop(s) && isFailed(outcomeOf(s, true, now, stuckMs))) out.push(s);
+    for (let slot = this.closed; slot !== NO_SLOT && this.arena.started(slot) >= from; slot = this.arena.older(slot)) {
+      const c = BootSession.fromArena(this.mac, this.arena, slot);
+      if (countsTowardsLoop(c) && isFailed(outcomeOf(c, false, now, stuckMs))) out.push(c);
     }
-    return out;
+    return out.reverse();
   }
 }
