@@ -55,6 +55,17 @@ const ANSWERS_PER_DEVICE = 4;
 /** A cached answer and what serving it tells the boot sessions (null: nothing, an unknown device). */
 type Entry = { body: EncodedAnswer; note: StageNote | null; restores: boolean };
 type Slot = AnswerSlot<Entry>;
+/** The ledger keys a cached answer read: a device by MAC, a worker by id, a name workers answer to. */
+type DepKind = 'd' | 'w' | 'h';
+/** One cached answer a change of a key drops: its slot and the hostname it is kept under. */
+class DepRef {
+  constructor(
+    readonly slot: Slot,
+    readonly host: string | undefined,
+  ) {}
+}
+/** A key's answers: the one, or a list from the second on. */
+type DepRefs = DepRef | DepRef[];
 type AnswerMap = Map<string | undefined, Slot>;
 /**
  * Raw query values that may key a cached answer: absent, or a string no longer than any valid
@@ -99,13 +110,13 @@ export class BootService implements OnModuleInit {
    * the state it was rendered from (bench:boot: rendering was most of the request's own cost).
    * Not used while signature enforcement is on (each answer then depends on a one-time nonce);
    * refusals and errors are never cached.
-   * Layout: answers[route][format] -> raw mac -> raw hostname -> answer; deps: `d:<mac>`,
-   * `w:<worker id>`, `h:<name>` -> the slots whose answer read it.
+   * Layout: answers[route][format] -> raw mac -> raw hostname -> answer; deps: by MAC (d), worker
+   * id (w) and name (h) -> the slots whose answer read it.
    */
   private readonly answers: Record<ChallengeUse, Record<'ipxe' | 'json', AnswerMap>> = { vars: { ipxe: new Map(), json: new Map() }, menu: { ipxe: new Map(), json: new Map() } };
   private answersRevision = -1;
   private answersSize = 0;
-  private readonly deps = new Map<string, [Slot, string | undefined][]>();
+  private readonly deps: Record<DepKind, Map<string, DepRefs>> = { d: new Map(), w: new Map(), h: new Map() };
   private depRefs = 0;
   /** Bumped by a full ledger change (load, replay, hand edit). */
   private ledgerEpoch = 0;
@@ -121,24 +132,26 @@ export class BootService implements OnModuleInit {
 
   onModuleInit(): void {
     // A hold begins or ends: that device's answers change.
-    this.sessions.onHoldChange((mac) => this.drop(`d:${mac}`));
+    this.sessions.onHoldChange((mac) => this.drop('d', mac));
     this.store.onBootChange((c) => {
       if (c.full) {
         this.ledgerEpoch++;
         return;
       }
-      for (const m of c.macs) this.drop(`d:${m}`);
-      for (const w of c.workers) this.drop(`w:${w}`);
-      for (const h of c.hostnames) this.drop(`h:${h}`);
+      for (const m of c.macs) this.drop('d', m);
+      for (const w of c.workers) this.drop('w', w);
+      for (const h of c.hostnames) this.drop('h', h);
     });
   }
 
-  private drop(key: string): void {
-    const refs = this.deps.get(key);
+  private drop(kind: DepKind, key: string): void {
+    const refs = this.deps[kind].get(key);
     if (!refs) return;
-    this.deps.delete(key);
-    this.depRefs -= refs.length;
-    for (const [slot, host] of refs) if (slot.delete(host)) this.answersSize--;
+    this.deps[kind].delete(key);
+    for (const ref of Array.isArray(refs) ? refs : [refs]) {
+      this.depRefs--;
+      if (ref.slot.delete(ref.host)) this.answersSize--;
+    }
   }
 
   private revision(): number {
@@ -159,7 +172,7 @@ export class BootService implements OnModuleInit {
     const max = this.answerCacheBase + ANSWERS_PER_DEVICE * this.store.devices.size;
     if (rev !== this.answersRevision || this.answersSize >= max || this.depRefs >= 4 * max) {
       for (const byFormat of Object.values(this.answers)) for (const m of Object.values(byFormat)) m.clear();
-      this.deps.clear();
+      for (const m of Object.values(this.deps)) m.clear();
       this.shared.clear();
       this.depRefs = 0;
       this.answersRevision = rev;
@@ -190,53 +203,68 @@ export class BootService implements OnModuleInit {
       this.shared.set(text, enc);
     } else enc = EncodedAnswer.of(body);
     let slot = byMac.get(rawMac as string | undefined);
-    // Keys outlive the request: copies, not views of its query (ownString).
+    // Keys outlive the request: the ledger's own strings where the query spells them so (iPXE
+    // does), else copies, never views of its query (ownString).
     if (!slot) {
-      byMac.set(typeof rawMac === 'string' ? ownString(rawMac) : undefined, (slot = new AnswerSlot()));
+      byMac.set(typeof rawMac === 'string' ? (rawMac === keys.mac ? keys.mac : ownString(rawMac)) : undefined, (slot = new AnswerSlot()));
       this.answersSize++;
     }
-    const host = typeof rawHostname === 'string' ? ownString(rawHostname) : undefined;
+    const host = typeof rawHostname === 'string' ? (rawHostname === keys.host ? keys.host : ownString(rawHostname)) : undefined;
     // A boot of this MAC restores reset-mode disks first: a hit must still go through DiskResetService.
     const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     slot.set(host, { body: enc, note, restores: mac !== null && this.resets.restoresOnBoot(mac) });
     this.answersSize++;
-    // One reference shared by every key; a new key's list is a literal of one (an empty array's
-    // first push reserves 17 slots: ~150 bytes a key, three or four keys an answer, at 100,000 seats).
-    const ref: [Slot, string | undefined] = [slot, host];
-    for (const key of keys) {
-      const refs = this.deps.get(key);
-      if (refs) refs.push(ref);
-      else this.deps.set(ownString(key), [ref]);
+    // One reference shared by every key. A key with one answer holds the reference itself, a list
+    // from the second on (a list of one was ~56 bytes a key, three keys an answer, at 100,000 seats).
+    const ref = new DepRef(slot, host);
+    for (let i = 0; i < keys.list.length; i += 2) {
+      const deps = this.deps[keys.list[i] as DepKind];
+      const key = keys.list[i + 1];
+      const refs = deps.get(key);
+      if (refs === undefined) deps.set(key, ref);
+      else if (Array.isArray(refs)) refs.push(ref);
+      else deps.set(key, [refs, ref]);
       this.depRefs++;
     }
     return enc;
   }
 
-  /** What an answer for these raw values read from the ledger (see resolve); null when the ledger knows neither the MAC nor the name. */
-  private dependencies(rawMac: unknown, rawHostname: unknown): string[] | null {
-    const out: string[] = [];
+  /**
+   * What an answer for these raw values read from the ledger (see resolve), as kind, key, kind,
+   * key...; null when the ledger knows neither the MAC nor the name. Keys are the ledger records'
+   * own strings where there is one (they outlive the request), else copies; `mac` and `host`: the
+   * record's MAC and the worker's hostname, for the cache to key its slot by when the query spells
+   * them the same.
+   */
+  private dependencies(rawMac: unknown, rawHostname: unknown): { list: string[]; mac?: string; host?: string } | null {
+    const list: string[] = [];
     const store = this.store.read();
     let known = false;
+    let ownMac: string | undefined;
+    let ownHost: string | undefined;
     const mac = typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
     let bound: string | null | undefined;
     if (mac) {
-      out.push(`d:${mac}`);
       const d = store.devices.get(mac);
       if (d) known = true;
+      ownMac = d?.mac;
+      list.push('d', ownMac ?? ownString(mac));
       bound = d?.bound_worker_id;
-      if (bound) out.push(`w:${bound}`);
+      if (bound) list.push('w', bound);
     }
     const host = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     if (host) {
-      out.push(`h:${host}`);
       const id = store.workers.has(host) ? host : store.workerIdByHostname().get(host);
-      if (id) {
+      const w = id === undefined ? undefined : store.workers.get(id);
+      ownHost = w?.hostname === host ? w.hostname : w?.worker_id === host ? w.worker_id : undefined;
+      list.push('h', ownHost ?? ownString(host));
+      if (w) {
         known = true;
         // Usually the device's own worker, already listed: a key once (drop deletes it once).
-        if (id !== bound) out.push(`w:${id}`);
+        if (w.worker_id !== bound) list.push('w', w.worker_id);
       }
     }
-    return known ? out : null;
+    return known ? { list, mac: ownMac, host: ownHost } : null;
   }
 
   /** GET /devices/challenge: a one-time nonce as an iPXE script (`set nonce <64 hex>`) or JSON. */
