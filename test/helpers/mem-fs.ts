@@ -1,4 +1,4 @@
-import { FileStamp, FileSystem } from '../../src/shared/files/file-system';
+import { AtomicFileWriter, FileStamp, FileSystem } from '../../src/shared/files/file-system';
 
 /** In-memory FileSystem for unit tests: the code under test never touches the disk. */
 export class MemFs extends FileSystem {
@@ -71,6 +71,22 @@ export class MemFs extends FileSystem {
     this.fail(f);
     this.put(f, data.toString());
     this.writes.push([f, 'atomic']);
+  }
+  /** Pieces kept in memory until the commit, which is one atomic write (as writeAtomic's). */
+  override async openAtomic(f: string): Promise<AtomicFileWriter> {
+    const parts: string[] = [];
+    return {
+      write: async (d) => void parts.push(d.toString()),
+      writeAt: async () => {
+        throw new Error('MemFs: writeAt is not supported');
+      },
+      commit: async () => {
+        this.fail(f);
+        this.put(f, parts.join(''));
+        this.writes.push([f, 'atomic']);
+      },
+      abort: async () => undefined,
+    };
   }
   override async replaceViaLink(f: string, data: Buffer) {
     this.fail(f);

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { FileSystem } from '../../src/shared/files/file-system';
+import { FileChangedError, FileSystem } from '../../src/shared/files/file-system';
 
 /** The real FileSystem on a temp directory: the one write that is not a plain rename. */
 describe('FileSystem.replaceViaLink', () => {
@@ -94,5 +94,29 @@ describe('FileSystem.writeAtomic', () => {
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
     expect(told).toEqual(fsys.statSync(file));
     expect(fs.readdirSync(dir)).toEqual(['big.yml']);
+  });
+
+  it('openAtomic: a durable commit renames what was written piece by piece, tells the stamp first, and refuses a file edited meanwhile (temp removed)', async () => {
+    const fsys = new FileSystem();
+    const file = path.join(dir, 'devices.yml');
+    fs.writeFileSync(file, 'old\n');
+    const since = fsys.statSync(file);
+    const w = await fsys.openAtomic(file, 0o600);
+    for (const part of ['a\n', 'b\n', 'c\n']) await w.write(Buffer.from(part));
+    // Not in place until the commit.
+    expect(fs.readFileSync(file, 'utf8')).toBe('old\n');
+    let told: ReturnType<FileSystem['statSync']> = null;
+    await w.commit({ durable: true, unchangedSince: since, beforeRename: (st) => (told = st) });
+    expect(fs.readFileSync(file, 'utf8')).toBe('a\nb\nc\n');
+    expect(told).toEqual(fsys.statSync(file));
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    // A hand edit between the open and the commit: never written over.
+    const before = fsys.statSync(file);
+    const w2 = await fsys.openAtomic(file);
+    await w2.write('new\n');
+    fs.writeFileSync(file, 'edited by hand, longer\n');
+    await expect(w2.commit({ durable: true, unchangedSince: before })).rejects.toBeInstanceOf(FileChangedError);
+    expect(fs.readFileSync(file, 'utf8')).toBe('edited by hand, longer\n');
+    expect(fs.readdirSync(dir)).toEqual(['devices.yml']);
   });
 });

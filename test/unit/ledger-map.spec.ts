@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { normalizeId, normalizeMac } from '../../src/shared/mac';
-import { FileSystem } from '../../src/shared/files/file-system';
+import { AtomicFileWriter, FileSystem } from '../../src/shared/files/file-system';
 import { LedgerMap } from '../../src/shared/files/ledger-map';
 import { newWorker, validateWorker, WorkerRecord } from '../../src/control-plane/repositories/ledger/records';
 
@@ -92,26 +92,37 @@ describe('LedgerMap', () => {
     const expected = seen.render().toString('utf8');
     // Lines not cached yet: the checkpoint serialises them, a slice at a time.
     let turns = 0;
-    let turnsBeforeWrite = -1;
+    // Lines rendered (cached) when each piece was written, and the turn of the commit: the file goes out as it is rendered.
+    const renderedAtWrite: number[] = [];
+    let committedAt = -1;
+    const rendered = () => (fresh as unknown as { lines: Map<string, string> }).lines.size;
     class Fs extends FileSystem {
-      override writeAtomic(...args: Parameters<FileSystem['writeAtomic']>): Promise<void> {
-        turnsBeforeWrite = turns;
-        return super.writeAtomic(...args);
+      override async openAtomic(...args: Parameters<FileSystem['openAtomic']>): Promise<AtomicFileWriter> {
+        const w = await super.openAtomic(...args);
+        return { ...w, write: (d) => (renderedAtWrite.push(rendered()), w.write(d)), commit: (o) => ((committedAt = turns), w.commit(o)) };
       }
     }
     const fresh = new LedgerMap<Seen>(f, 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new Fs());
     fresh.loadSync();
     fresh.apply(all);
     const ticking = setInterval(() => turns++, 0);
-    // Between two slices, k4999 (not rendered yet) is replaced and k0 (rendered) is touched in place.
-    setImmediate(() => {
+    // Between two slices (once the first pieces are written), k4999 (not rendered yet) is replaced and k0 (rendered) is touched in place.
+    let touched = false;
+    const touchOnce = () => {
+      if (touched || !renderedAtWrite.length) return;
+      touched = true;
       fresh.touch('k4999', { id: 'k4999', last: 't1' });
       fresh.touchInPlace('k0', fresh.get('k0')!, (r) => (r.last = 't1'));
-    });
+    };
+    const touching = setInterval(touchOnce, 0);
     await fresh.checkpoint();
+    clearInterval(touching);
+    expect(touched).toBe(true);
     clearInterval(ticking);
-    // Timers ran while it rendered, before it wrote.
-    expect(turnsBeforeWrite).toBeGreaterThan(0);
+    // Timers ran while it rendered; its first pieces (64 KB, ~1,600 of these lines) were written long before all 5,000 lines were rendered.
+    expect(committedAt).toBeGreaterThan(0);
+    expect(renderedAtWrite[0]).toBeLessThan(2500);
+    expect(renderedAtWrite.length).toBeGreaterThan(2);
     const text = fs.readFileSync(f, 'utf8');
     // The file is the snapshot: k4999 as it was; k0 as rendered before its touch.
     expect(text).toBe(expected);

@@ -31,13 +31,22 @@ export class FileChangedError extends Error {
 export const TEMP_FILE = /^\..+\.\d+\.\d+\.tmp$/;
 
 /** See FileSystem.openAtomic. */
+export interface AtomicCommitOptions {
+  durable?: boolean;
+  unchangedSince?: FileStamp | null;
+  beforeRename?: (stamp: FileStamp) => void;
+}
+
 export interface AtomicFileWriter {
   /** Appends to the temp file. */
   write(data: string | Buffer): Promise<void>;
   /** Overwrites bytes already written (a header whose content is known only at the end). */
   writeAt(offset: number, data: Buffer): Promise<void>;
-  /** Renames the temp file over the file. */
-  commit(): Promise<void>;
+  /**
+   * Renames the temp file over the file. With `durable`, fsyncs it first and the directory after,
+   * as writeAtomic does; `unchangedSince` and `beforeRename` as writeAtomic's.
+   */
+  commit(opts?: AtomicCommitOptions): Promise<void>;
   abort(): Promise<void>;
 }
 
@@ -191,9 +200,10 @@ export class FileSystem {
   }
 
   /**
-   * A file written piece by piece into a temp file and renamed over `file` by commit() (not
-   * fsynced: for derived files a start can do without), for content too large to build as one
-   * string. abort() removes the temp file; so does a failed write or commit.
+   * A file written piece by piece into a temp file and renamed over `file` by commit() (fsynced
+   * only when commit is asked for `durable`: derived files a start can do without are not), for
+   * content too large to build as one string or Buffer. abort() removes the temp file; so does a
+   * failed write or commit.
    */
   async openAtomic(file: string, mode = 0o644): Promise<AtomicFileWriter> {
     const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${++this.tmpSeq}.tmp`);
@@ -221,12 +231,18 @@ export class FileSystem {
       // writeFile: from the current position, every byte (one write may take only part).
       write: (data) => guarded(() => fh.writeFile(data)),
       writeAt: (offset, data) => guarded(() => fh.write(data, 0, data.length, offset)),
-      commit: () =>
+      commit: (opts = {}) =>
         guarded(async () => {
+          if (opts.durable) await fh.sync();
+          const st = opts.beforeRename ? await fh.stat() : null;
           await close();
           this.fault(`written:${path.basename(file)}`);
+          if (opts.unchangedSince !== undefined && !sameStamp(this.statSync(file), opts.unchangedSince)) throw new FileChangedError(file);
+          // What the file will stat as once renamed (a rename keeps mtime, size and inode).
+          if (st) opts.beforeRename!({ mtimeMs: st.mtimeMs, size: st.size, ino: st.ino });
           await fsp.rename(tmp, file);
           this.fault(`rename:${path.basename(file)}`);
+          if (opts.durable) await this.syncDir(path.dirname(file));
         }),
       abort,
     };

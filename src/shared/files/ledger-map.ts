@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
 import { LineCounter, parseDocument, isMap, isScalar } from 'yaml';
-import { decodeText, sameStamp, type FileStamp, type FileSystem } from './file-system';
+import { decodeText, sameStamp, type AtomicFileWriter, type FileStamp, type FileSystem } from './file-system';
 import { LineSplitter } from './line-splitter';
 import { ownString } from '../string-pool';
 
@@ -311,10 +311,17 @@ export class LedgerMap<T extends object> {
     // Telemetry touched from here on (the render lets it in between slices) keeps the file stale.
     this.stale = false;
     try {
-      const { bytes, sha } = await this.renderInSlices(snapshot);
+      const w = await this.fs.openAtomic(this.file, 0o644);
+      let sha: string;
+      try {
+        sha = await this.writeInSlices(snapshot, w);
+      } catch (e) {
+        await w.abort();
+        throw e;
+      }
       // Re-checked right before the rename: a hand edit that lands while this is written is
       // merged by the caller and the checkpoint written again, never replaced.
-      await this.fs.writeAtomic(this.file, bytes, 0o644, { unchangedSince: this.stamp });
+      await w.commit({ durable: true, unchangedSince: this.stamp });
       this.knownSha = sha;
     } catch (e) {
       this.stale = true;
@@ -326,22 +333,29 @@ export class LedgerMap<T extends object> {
   }
 
   /**
-   * The checkpoint's text (render's) and its SHA-256, CHECKPOINT_SLICE records a turn of the event
-   * loop: at 100,000 devices one turn took ~0.5 s and the GC after it as much again, and every boot
-   * answer waited (a storm's p99, a fleet-wide push's). Iterates the snapshot; a line is kept in
+   * Writes the checkpoint's text (render's) to `w` and returns its SHA-256, CHECKPOINT_SLICE
+   * records a turn of the event loop: at 100,000 devices one turn took ~0.5 s and the GC after it
+   * as much again, and every boot answer waited (a storm's p99, a fleet-wide push's). Each slice's
+   * bytes go to the file before the next is rendered: the 45 MB of a 100,000-device file were held
+   * until the end, once a second in a storm (its telemetry), garbage outside the heap that only a
+   * full GC gave back (bench:scale, RSS after the storm). Iterates the snapshot; a line is kept in
    * the cache only while its record is still the one in memory (telemetry may land meanwhile).
    */
-  private async renderInSlices(snapshot: Map<string, T>): Promise<{ bytes: Buffer[]; sha: string }> {
+  private async writeInSlices(snapshot: Map<string, T>, w: AtomicFileWriter): Promise<string> {
     const hash = createHash('sha256');
     if (snapshot.size === 0) {
       const bytes = Buffer.from(`${this.header}\n${this.root}: {}\n`);
-      return { bytes: [bytes], sha: hash.update(bytes).digest('hex') };
+      await w.write(bytes);
+      return hash.update(bytes).digest('hex');
     }
     const out = new TextChunks(hash);
     out.add(`${this.header}\n${this.root}:\n`);
     let n = 0;
     for (const [k, v] of snapshot) {
-      if (++n % CHECKPOINT_SLICE === 0) await new Promise((r) => setImmediate(r));
+      if (++n % CHECKPOINT_SLICE === 0) {
+        for (const part of out.take()) await w.write(part);
+        await new Promise((r) => setImmediate(r));
+      }
       let json = this.lines.get(k);
       if (json === undefined) {
         json = JSON.stringify(v);
@@ -349,8 +363,8 @@ export class LedgerMap<T extends object> {
       }
       out.line(k, json);
     }
-    const bytes = out.chunks();
-    return { bytes, sha: hash.digest('hex') };
+    for (const part of out.chunks()) await w.write(part);
+    return hash.digest('hex');
   }
 
   /** Makes committed changes visible in memory (after the change log holds them). */
@@ -527,10 +541,15 @@ class TextChunks {
     return Buffer.concat(this.parts);
   }
 
-  /** The chunks themselves (a checkpoint writes them as they are: no 45 MB copy in one turn). */
+  /** The chunks themselves, the text not yet cut included (a checkpoint writes them as they are: no 45 MB copy in one turn). */
   chunks(): Buffer[] {
     this.cut();
-    return this.parts;
+    return this.take();
+  }
+
+  /** The chunks cut so far, handed over (the text not yet cut stays). */
+  take(): Buffer[] {
+    return this.parts.splice(0);
   }
 
   private cut(): void {
