@@ -13,8 +13,8 @@ describe('EncodedAnswer.wire', () => {
     return { bytes: Buffer.from(text, 'latin1'), dateAt: text.indexOf('Date: ') + 6 };
   };
 
-  it('serves the same bytes within the second and new bytes with the new Date after it, the old ones untouched', () => {
-    const a = EncodedAnswer.of('#!ipxe\n');
+  it('serves a shared answer as the same bytes within the second and new bytes with the new Date after it, the old ones untouched', () => {
+    const a = EncodedAnswer.of('#!ipxe\n', true);
     const h = headOf(a);
     const first = a.wire(h, D1);
     expect(first.toString('latin1')).toBe(`${headText(D1, 7)}#!ipxe\n`);
@@ -48,8 +48,8 @@ describe('EncodedAnswer.wire', () => {
   });
 
   it('lets go of the last second’s response once another second is served (a storm keeps no copy per answer)', () => {
-    const a = EncodedAnswer.of('#!ipxe\necho a\n');
-    const b = EncodedAnswer.of('#!ipxe\necho b\n');
+    const a = EncodedAnswer.of('#!ipxe\necho a\n', true);
+    const b = EncodedAnswer.of('#!ipxe\necho b\n', true);
     const a1 = a.wire(headOf(a), D1);
     expect(a.wire(headOf(a), D1)).toBe(a1);
     b.wire(headOf(b), D2);
@@ -57,5 +57,25 @@ describe('EncodedAnswer.wire', () => {
     const again = a.wire(headOf(a), D1);
     expect(again).not.toBe(a1);
     expect(again.equals(a1)).toBe(true);
+  });
+
+  it("keeps a device's own answer only from its second request in a second on (a storm asks each seat once: nothing kept)", () => {
+    const a = EncodedAnswer.of('#!ipxe\nset disk-nqn nqn.x:seat-1\n');
+    const h = headOf(a);
+    const kept = () => (a as unknown as { wireBytes: Buffer | null }).wireBytes;
+    const first = a.wire(h, D1);
+    expect(first.toString('latin1')).toBe(`${headText(D1, a.length)}#!ipxe\nset disk-nqn nqn.x:seat-1\n`);
+    expect(kept()).toBeNull();
+    const second = a.wire(h, D1);
+    expect(second).not.toBe(first);
+    expect(second.equals(first)).toBe(true);
+    expect(kept()).toBe(second);
+    expect(a.wire(h, D1)).toBe(second);
+    // A new second: its first response is built and not kept; the second one's copy was let go.
+    const next = a.wire(h, D2);
+    expect(next.toString('latin1')).toBe(`${headText(D2, a.length)}#!ipxe\nset disk-nqn nqn.x:seat-1\n`);
+    expect(kept()).toBeNull();
+    // Asked again in that second: that second's bytes, never the last second's copy.
+    expect(a.wire(h, D2).equals(next)).toBe(true);
   });
 });

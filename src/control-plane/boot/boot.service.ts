@@ -37,7 +37,7 @@ const then = <T, U>(v: Answer<T>, fn: (v: T) => U): Answer<U> => (v instanceof P
 
 const EMPTY_SCRIPT = '#!ipxe\n# no per-worker boot vars found\n';
 /** The answers of every MAC the ledger does not know: one copy each, never a cache slot per MAC. */
-const UNKNOWN = { ipxe: EncodedAnswer.of(EMPTY_SCRIPT), json: EncodedAnswer.of({}) } as const;
+const UNKNOWN = { ipxe: EncodedAnswer.of(EMPTY_SCRIPT, true), json: EncodedAnswer.of({}, true) } as const;
 /** identify's answer for a device refused by signature enforcement (audited and recorded there). */
 const DENIED = Symbol('denied');
 /** The JSON answer of a refused script: its identity tells render() callers not to cache it. */
@@ -199,7 +199,7 @@ export class BootService implements OnModuleInit {
     if (empty) enc = UNKNOWN[format as 'ipxe' | 'json'];
     else if (shared) {
       const text = typeof body === 'string' ? body : JSON.stringify(body);
-      enc = this.shared.get(text) ?? EncodedAnswer.of(body);
+      enc = this.shared.get(text) ?? EncodedAnswer.of(body, true);
       this.shared.set(text, enc);
     } else enc = EncodedAnswer.of(body);
     let slot = byMac.get(rawMac as string | undefined);

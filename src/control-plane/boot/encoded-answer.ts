@@ -31,6 +31,8 @@ export class EncodedAnswer {
     /** The body: a sequential string (never a rope or a slice of a larger one). */
     readonly text: string,
     readonly contentType: string,
+    /** Served to many devices (see wire). */
+    private readonly shared: boolean,
   ) {
     this.length = Buffer.byteLength(text);
     this.ascii = this.length === text.length;
@@ -52,19 +54,29 @@ export class EncodedAnswer {
 
   /**
    * The whole response: `head` with `date` written in, then the body. Within one second the same
-   * Buffer again (a flood of one shared answer allocates nothing); in a new second a new one. A
-   * Buffer handed out is never changed, so one may be queued on many sockets, or be half written,
-   * while a newer second is served.
+   * Buffer again (a flood of one answer allocates nothing), in a new second a new one; but a
+   * device's own answer is kept only from its second request in that second on. A storm asks each
+   * seat once: kept for the second, each of its responses outlived the young generation and was
+   * promoted, and its bytes (outside the heap) waited for a full GC (bench:scale, RSS after the
+   * storm: ~90 MB of them); building every one anew instead cost 7% of a flood of hits
+   * (bench:boot-path). A Buffer handed out is never changed, so one may be queued on many
+   * sockets, or be half written, while a newer second is served.
    */
   wire(head: ResponseHead, date: string): Buffer {
-    if (this.wireBytes !== null && this.wireDate === date) return this.wireBytes;
+    const again = this.wireDate === date;
+    if (again && this.wireBytes !== null) return this.wireBytes;
     const at = head.bytes.length;
     const out = Buffer.allocUnsafe(at + this.length);
     head.bytes.copy(out);
     out.write(date, head.dateAt, DATE_LENGTH, 'latin1');
     out.write(this.text, at, this.length, this.ascii ? 'latin1' : 'utf8');
-    this.wireBytes = out;
     this.wireDate = date;
+    if (!this.shared && !again) {
+      // An earlier second's copy must never answer for this one.
+      this.wireBytes = null;
+      return out;
+    }
+    this.wireBytes = out;
     builtIn(date, this);
     return out;
   }
@@ -74,20 +86,18 @@ export class EncodedAnswer {
     this.wireBytes = null;
   }
 
-  /** A string goes out as text/plain (an iPXE script), an object as JSON. */
-  static of(body: string | object): EncodedAnswer {
+  /** A string goes out as text/plain (an iPXE script), an object as JSON; `shared`: an answer many devices get (see wire). */
+  static of(body: string | object, shared = false): EncodedAnswer {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     // A rendered script is a rope of many pieces: kept as one fresh flat string of its own.
     const bytes = Buffer.from(text, 'utf8');
-    return new EncodedAnswer(bytes.length === text.length ? bytes.toString('latin1') : bytes.toString('utf8'), typeof body === 'string' ? TEXT : JSON_TYPE);
+    return new EncodedAnswer(bytes.length === text.length ? bytes.toString('latin1') : bytes.toString('utf8'), typeof body === 'string' ? TEXT : JSON_TYPE, shared);
   }
 }
 
 /**
- * The answers whose response was served in the current second: when the second changes, they let
- * go of that second's copy. A storm asks each seat's own answer once, and without this every one
- * of 100,000 answers kept a copy of its response until its next boot (bench:scale, RSS after a
- * storm).
+ * The shared answers whose response was served in the current second: when the second changes,
+ * they let go of that second's copy.
  */
 let builtSecond = '';
 let built: EncodedAnswer[] = [];
