@@ -104,9 +104,9 @@ export class MemFs extends FileSystem {
     this.put(f, d);
     this.writes.push([f, 'inplace']);
   }
-  override async appendDurable(f: string, d: string | Buffer) {
+  override async appendDurable(f: string, d: string | Buffer | readonly Buffer[]) {
     this.fail(f);
-    this.put(f, (this.files.get(f) ?? '') + d.toString());
+    this.put(f, (this.files.get(f) ?? '') + (typeof d === 'string' || Buffer.isBuffer(d) ? d.toString() : Buffer.concat(d).toString()));
     this.writes.push([f, 'append']);
   }
   override async truncate(f: string, n: number) {

@@ -1,4 +1,4 @@
-import { FileLedgerRepository } from '../../src/control-plane/repositories/ledger/file-ledger.repository';
+import { FileLedgerRepository, TELEMETRY_PER_RECORD } from '../../src/control-plane/repositories/ledger/file-ledger.repository';
 import { Logger } from '@nestjs/common';
 import { ApiError } from '../../src/shared/http/api-error';
 import { loadConfig } from '../../src/control-plane/config/app-config';
@@ -107,6 +107,39 @@ describe('LedgerRepository', () => {
     await store.exclusive(() => undefined);
     expect(walLines(fs)).toHaveLength(3);
     expect(walLines(fs)[2]).toContain('"last_seen":"later"');
+  });
+
+  it(`a storm's telemetry goes as records of ${TELEMETRY_PER_RECORD} devices in one append; a restart replays them, and a kill mid-append keeps the whole records before it`, async () => {
+    const { fs, store } = await setup();
+    const macs = Array.from({ length: 450 }, (_, i) => `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`);
+    await store.commit((tx) => {
+      for (const m of macs) tx.devices.set(m, device(m, null));
+    });
+    for (const m of macs) store.devices.touch(m, { ...store.devices.get(m)!, last_seen: `seen-${m}` });
+    const appends = fs.writes.length;
+    store.scheduleFlush();
+    await new Promise((r) => setTimeout(r, 20));
+    await store.exclusive(() => undefined);
+    expect(store.devices.dirtyKeys.size).toBe(0);
+    // One append (one fdatasync) of three records: 200, 200, 50 devices, numbered on.
+    expect(fs.writes.slice(appends)).toEqual([['/s/ledger.wal', 'append']]);
+    const recs = walLines(fs).slice(1).map((l) => JSON.parse(l.slice(9)) as { seq: number; d: Record<string, DeviceRecord> });
+    expect(recs.map((r) => [r.seq, Object.keys(r.d).length])).toEqual([[2, 200], [3, 200], [4, 50]]);
+    expect(recs.flatMap((r) => Object.keys(r.d))).toEqual(macs);
+    // The files as a kill -9 would leave them, in a MemFs of their own each.
+    const copy = () => {
+      const c = new MemFs();
+      for (const [f, v] of fs.files) c.edit(f, v);
+      return c;
+    };
+    const again = (await setup(copy())).store;
+    expect(macs.filter((m) => again.devices.get(m)?.last_seen !== `seen-${m}`)).toEqual([]);
+    // Killed while the third record was written: the first two records' telemetry is kept.
+    const lines = fs.files.get('/s/ledger.wal')!.split('\n').filter(Boolean);
+    const torn = copy();
+    torn.edit('/s/ledger.wal', `${lines.slice(0, 3).join('\n')}\n${lines[3].slice(0, 100)}`);
+    const cut = (await setup(torn)).store;
+    expect(macs.filter((m) => cut.devices.get(m)?.last_seen === `seen-${m}`)).toEqual(macs.slice(0, 400));
   });
 
   it('registrations of a storm share one change-log record', async () => {

@@ -17,6 +17,20 @@ const obj = <T>(m: Map<string, T | undefined>): Record<string, T | null> => {
   return o;
 };
 
+/** Devices a telemetry record of the change log holds at most (~450 bytes each: a line well under 128 KB). */
+export const TELEMETRY_PER_RECORD = 200;
+
+/** A map cut into maps of at most n entries, in order (one, possibly empty, when it fits). */
+function chunksOf<T>(m: Map<string, T>, n: number): Map<string, T>[] {
+  if (m.size <= n) return [m];
+  const out: Map<string, T>[] = [];
+  for (const [k, v] of m) {
+    if (!out.length || out[out.length - 1].size >= n) out.push(new Map());
+    out[out.length - 1].set(k, v);
+  }
+  return out;
+}
+
 /** Report telemetry of a device record: written by reports, never what a hand edit and a commit disagree on. */
 const TELEMETRY_FIELDS = new Set(['uuid', 'fingerprint', 'first_seen', 'last_seen']);
 /** A ledger record without its telemetry (top-level fields only; worker records have none). */
@@ -355,12 +369,18 @@ export class FileLedgerRepository extends LedgerRepository implements OnModuleIn
     const pd = kind === 'telemetry' ? {} : firstTouch(d.keys(), this.walTouched.d, this.devices);
     const pw = kind === 'telemetry' ? {} : firstTouch(w.keys(), this.walTouched.w, this.workers);
     if (Object.keys(pd).length || Object.keys(pw).length) rec.p = { ...(Object.keys(pd).length ? { d: pd } : {}), ...(Object.keys(pw).length ? { w: pw } : {}) };
-    if (d.size) rec.d = obj(d);
+    // A storm's telemetry (thousands of devices a flush) goes as records of TELEMETRY_PER_RECORD
+    // devices: one record of all was a string of megabytes, twice (the JSON and its line), a
+    // Buffer as big and a dictionary, each too large for the young generation, so garbage that
+    // only a full GC gave back, twice a second (bench:scale, RSS after the storm).
+    const parts = kind === 'telemetry' ? chunksOf(d, TELEMETRY_PER_RECORD) : [d];
+    if (parts[0].size) rec.d = obj(parts[0]);
     if (w.size) rec.w = obj(w);
     if (audited.length) rec.a = audited;
+    const recs = [rec, ...parts.slice(1).map((p, i): ChangeRecord => ({ seq: rec.seq + 1 + i, d: obj(p) }))];
     const t0 = performance.now();
     try {
-      await this.wal.append(rec);
+      await this.wal.appendMany(recs);
     } catch (e) {
       throw storageFailure(e, this.wal.file);
     }
