@@ -193,6 +193,7 @@ export class BootSession {
     if (more.length) s.more = more;
     return s;
   }
+
   /**
    * Writes a closed session (one a later boot replaced: never marked again) to the arena; a slot
    * that holds this object where it does not pack (a failure, more than ARENA_STAGES stages, a code
@@ -447,7 +448,7 @@ export class BootTimeline {
       t.looping = { since: looping[0], reason: looping[1] };
     }
     let prev: BootSession | undefined;
-    // map: an exact-sized array, as apply() keeps them.
+    // Oldest first, as apply() adds them: each but the newest moves to the arena.
     try {
       for (const r of row.slice(Math.max(4, row.length - keep))) {
         const s = BootSession.unpack(t.mac, r, details as Detail[], prev?.worker);
