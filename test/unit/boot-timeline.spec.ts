@@ -123,6 +123,40 @@ describe('boot timeline: sessions assembled from stage events', () => {
   });
 });
 
+describe('boot timeline: the newest boot in the object of the one before it', () => {
+  it('a boot that packs leaves its object to the next boot, renewed; one kept as an object (a failure) does not; what is held is the same', () => {
+    const t = new BootTimeline(MAC, 10);
+    t.apply(ev(1000, 'report'));
+    const first = t.current!;
+    t.apply(ev(1001, 'vars', disk));
+    t.apply(ev(1002, 'disk'));
+    t.apply(ev(2000, 'report'));
+    expect(t.current).toBe(first);
+    expect(first.started).toBe(2000);
+    expect(first.stageCount).toBe(1);
+    expect(first.worker).toBeUndefined();
+    expect(outcomeOf(first, true, 2001, STUCK)).toBe('in_progress');
+    expect(t.sessions.map((s, i, all) => [s.started, s.stageCount, outcomeOf(s, i === all.length - 1, 2001, STUCK)])).toEqual([
+      [1000, 3, 'booted'],
+      [2000, 1, 'in_progress'],
+    ]);
+    // A refused answer is a failure: that boot stays an object in the arena, the next gets its own.
+    t.apply(ev(2001, 'vars', { answer: 'refused', reason: 'no disk' }));
+    const failed = t.current!;
+    expect(failed.failure).toBeDefined();
+    t.apply(ev(3000, 'report'));
+    expect(t.current).not.toBe(failed);
+    expect(failed.started).toBe(2000);
+    expect(failed.failure?.reason).toBe('no disk');
+    expect(t.current!.failure).toBeUndefined();
+    expect(t.sessions.map((s) => [s.started, s.stageCount, !!s.failure])).toEqual([
+      [1000, 3, false],
+      [2000, 2, true],
+      [3000, 1, false],
+    ]);
+  });
+});
+
 describe('boot sessions service: loops', () => {
   beforeAll(() => Logger.overrideLogger(false));
   const make = (action: 'hold' | 'keep-looping') => {
@@ -168,6 +202,44 @@ describe('boot sessions service: loops', () => {
     expect(audits.filter((a) => (a as { op: string }).op === 'device.boot_hold.release')).toEqual([expect.objectContaining({ mac: MAC, client: 'op' })]);
     await svc.flush();
     expect(written.flat().filter((e) => e.stage === 'release')).toHaveLength(1);
+  });
+
+  it('writes pending events at once past 1,000 (events of a storm die young), one batch at a time, and not again after a refusal until a flush writes', async () => {
+    const { svc, written, store, tick } = make('keep-looping');
+    const seat = (i: number) => `02:00:00:01:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
+    let changed = 0;
+    svc.onChanged(() => changed++);
+    for (let i = 0; i < 999; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
+    expect(written).toEqual([]);
+    svc.seen({ mac: seat(999), stage: 'report', worker: 'w999' });
+    // The 1,000th event starts the write; those seen while it runs wait for the next one.
+    for (let i = 0; i < 1500; i++) svc.seen({ mac: seat(1000 + i), stage: 'report', worker: `w${1000 + i}` });
+    await new Promise((r) => setImmediate(r));
+    expect(written.map((b) => b.length)).toEqual([1000]);
+    expect(written[0].map((e) => e.mac)).toEqual(Array.from({ length: 1000 }, (_, i) => seat(i)));
+    svc.seen({ mac: seat(2500), stage: 'report', worker: 'w2500' });
+    await new Promise((r) => setImmediate(r));
+    expect(written.map((b) => b.length)).toEqual([1000, 1501]);
+    // The flush tells its listeners of what was written early, though it had nothing left to write.
+    expect(changed).toBe(0);
+    await svc.flush();
+    expect(changed).toBe(1);
+    // A store that refuses an early write keeps the events, and is not asked again per event.
+    store.refuse = Object.assign(new Error('no space'), { code: 'ENOSPC' });
+    tick(1000);
+    for (let i = 0; i < 3000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
+    await new Promise((r) => setImmediate(r));
+    const batches = () => written.map((b) => b.length).filter((n) => n > 0);
+    expect(batches()).toEqual([1000, 1501]);
+    store.refuse = null;
+    await svc.flush();
+    expect(batches()).toEqual([1000, 1501, 3000]);
+    expect(new Set(written[written.length - 1].map((e) => e.mac)).size).toBe(3000);
+    // Writing again, early writes resume.
+    tick(1000);
+    for (let i = 0; i < 1000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
+    await new Promise((r) => setImmediate(r));
+    expect(batches()).toEqual([1000, 1501, 3000, 1000]);
   });
 
   it('marks a device looping at the third failed boot, audits once, holds it, and a release clears it', async () => {

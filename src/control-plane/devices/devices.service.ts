@@ -118,7 +118,7 @@ export class DevicesService {
    * logged in batches (IPXE_CP_REPORT_FLUSH_MS).
    */
   async report(q: ReportQuery, client: string): Promise<''> {
-    const mac = normalizeMac(Array.isArray(q.mac) ? q.mac[0] : q.mac);
+    let mac = normalizeMac(Array.isArray(q.mac) ? q.mac[0] : q.mac);
     if (!mac) throw badRequest(`mac: required, a MAC address (got ${JSON.stringify(q.mac ?? null)})`);
     if (!isDeviceMac(mac)) throw badRequest(`mac: ${mac} is not a device MAC (broadcast, multicast and all-zero addresses are refused)`);
     const reported: Partial<Fingerprint> = {
@@ -139,6 +139,9 @@ export class DevicesService {
     const rawKey = reportKeyParam(q);
     if (d) {
       if (d.state === 'revoked') return '';
+      // The record's own MAC from here on: what is kept past this request (its boot event, the
+      // telemetry's dirty key) must not be a view that holds the whole query string alive.
+      mac = d.mac;
       this.sessions.seen({ mac, stage: 'report', worker: d.bound_worker_id ?? undefined });
       const fingerprint = mergeFingerprint(d.fingerprint, reported);
       if (fingerprint === d.fingerprint && (uuid ?? d.uuid) === d.uuid && d.first_seen !== null) {
