@@ -204,22 +204,22 @@ describe('boot sessions service: loops', () => {
     expect(written.flat().filter((e) => e.stage === 'release')).toHaveLength(1);
   });
 
-  it('writes pending events at once past 1,000 (events of a storm die young), one batch at a time, and not again after a refusal until a flush writes', async () => {
+  it('writes pending events at once past 2,000 (events of a storm die young), one batch at a time, and not again after a refusal until a flush writes', async () => {
     const { svc, written, store, tick } = make('keep-looping');
     const seat = (i: number) => `02:00:00:01:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
     let changed = 0;
     svc.onChanged(() => changed++);
-    for (let i = 0; i < 999; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
+    for (let i = 0; i < 1999; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
     expect(written).toEqual([]);
-    svc.seen({ mac: seat(999), stage: 'report', worker: 'w999' });
-    // The 1,000th event starts the write; those seen while it runs wait for the next one.
-    for (let i = 0; i < 1500; i++) svc.seen({ mac: seat(1000 + i), stage: 'report', worker: `w${1000 + i}` });
+    svc.seen({ mac: seat(1999), stage: 'report', worker: 'w1999' });
+    // The 2,000th event starts the write; those seen while it runs wait for the next one.
+    for (let i = 0; i < 2500; i++) svc.seen({ mac: seat(2000 + i), stage: 'report', worker: `w${2000 + i}` });
     await new Promise((r) => setImmediate(r));
-    expect(written.map((b) => b.length)).toEqual([1000]);
-    expect(written[0].map((e) => e.mac)).toEqual(Array.from({ length: 1000 }, (_, i) => seat(i)));
-    svc.seen({ mac: seat(2500), stage: 'report', worker: 'w2500' });
+    expect(written.map((b) => b.length)).toEqual([2000]);
+    expect(written[0].map((e) => e.mac)).toEqual(Array.from({ length: 2000 }, (_, i) => seat(i)));
+    svc.seen({ mac: seat(4500), stage: 'report', worker: 'w4500' });
     await new Promise((r) => setImmediate(r));
-    expect(written.map((b) => b.length)).toEqual([1000, 1501]);
+    expect(written.map((b) => b.length)).toEqual([2000, 2501]);
     // The flush tells its listeners of what was written early, though it had nothing left to write.
     expect(changed).toBe(0);
     await svc.flush();
@@ -227,19 +227,19 @@ describe('boot sessions service: loops', () => {
     // A store that refuses an early write keeps the events, and is not asked again per event.
     store.refuse = Object.assign(new Error('no space'), { code: 'ENOSPC' });
     tick(1000);
-    for (let i = 0; i < 3000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
+    for (let i = 0; i < 5000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
     await new Promise((r) => setImmediate(r));
     const batches = () => written.map((b) => b.length).filter((n) => n > 0);
-    expect(batches()).toEqual([1000, 1501]);
+    expect(batches()).toEqual([2000, 2501]);
     store.refuse = null;
     await svc.flush();
-    expect(batches()).toEqual([1000, 1501, 3000]);
-    expect(new Set(written[written.length - 1].map((e) => e.mac)).size).toBe(3000);
+    expect(batches()).toEqual([2000, 2501, 5000]);
+    expect(new Set(written[written.length - 1].map((e) => e.mac)).size).toBe(5000);
     // Writing again, early writes resume.
     tick(1000);
-    for (let i = 0; i < 1000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
+    for (let i = 0; i < 2000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
     await new Promise((r) => setImmediate(r));
-    expect(batches()).toEqual([1000, 1501, 3000, 1000]);
+    expect(batches()).toEqual([2000, 2501, 5000, 2000]);
   });
 
   it('marks a device looping at the third failed boot, audits once, holds it, and a release clears it', async () => {

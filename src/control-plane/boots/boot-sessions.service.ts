@@ -33,9 +33,10 @@ const PENDING_MAX = 100_000;
  * Pending events past which they are written at once, between the timer's flushes. A storm at
  * 100,000 seats sees ~70,000 events a second: held for up to 500 ms, every event (and the request
  * query its MAC was read from) outlived two scavenges, was promoted and died in the old
- * generation, ~150 MB of it in a 20 s storm (bench:scale, RSS after the storm).
+ * generation, ~150 MB of it in a 20 s storm (bench:scale, RSS after the storm). 2,000 is ~30 ms
+ * of such a storm; a smaller batch only adds PostgreSQL round trips (one transaction each).
  */
-const WRITE_EARLY_AT = 1000;
+const WRITE_EARLY_AT = 2000;
 /** Timelines serialised per turn of the event loop while a snapshot is written (~6-9 ms at 100,000 seats). */
 const SNAPSHOT_SLICE = 1000;
 
