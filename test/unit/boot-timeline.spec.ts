@@ -206,6 +206,8 @@ describe('boot sessions service: loops', () => {
 
   it('writes pending events at once past 2,000 (events of a storm die young), one batch at a time, and not again after a refusal until a flush writes', async () => {
     const { svc, written, store, tick } = make('keep-looping');
+    // Only the flushes this test makes (the 500 ms timer would tell the listeners on its own schedule).
+    clearInterval((svc as unknown as { timer: NodeJS.Timeout }).timer);
     const seat = (i: number) => `02:00:00:01:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;
     let changed = 0;
     svc.onChanged(() => changed++);
