@@ -34,7 +34,7 @@ async function main() {
     const prod = prodCommand(root);
     for (const [i, port] of PORTS.entries()) {
       const env = { ...base, IPXE_CP_PORT: String(port), IPXE_CP_NODE_ID: `bench-${i}`, IPXE_CP_STATE_DIR: path.join(dir, `state-${i}`), IPXE_CP_DNSMASQ_DIR: path.join(dir, `dnsmasq-${i}`) };
-      procs.push(await startProcess(prod.script, env, `http://127.0.0.1:${port}/healthz`, prod.flags));
+      procs.push(await startProcess(prod.script, env, `http://127.0.0.1:${port}/healthz`, prod));
     }
     let next = 0;
     const rr = () => PORTS[next++ % PORTS.length];

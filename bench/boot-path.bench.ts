@@ -142,10 +142,10 @@ async function main() {
 
   // 2. Default V8 flags beside the tuned ones, and 3. nginx, alternating on the same CPU.
   fs.cpSync(path.join(dir, 'state'), path.join(dir, 'state-alt'), { recursive: true });
-  cp = await startProcess(prod.script, env(CP_PORT), `http://127.0.0.1:${CP_PORT}/healthz`, prod.flags);
-  const plain = await startProcess(prod.script, { ...env(ALT_PORT), IPXE_CP_STATE_DIR: path.join(dir, 'state-alt'), IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq-alt') }, `http://127.0.0.1:${ALT_PORT}/healthz`, []);
+  cp = await startProcess(prod.script, env(CP_PORT), `http://127.0.0.1:${CP_PORT}/healthz`, prod);
+  const plain = await startProcess(prod.script, { ...env(ALT_PORT), IPXE_CP_STATE_DIR: path.join(dir, 'state-alt'), IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq-alt') }, `http://127.0.0.1:${ALT_PORT}/healthz`, { ...prod, flags: [] });
   const ngx = await startNginx(path.join(dir, 'nginx'), body);
-  const ceiling = await startProcess(path.join(dist, 'bench/bare-http.js'), { BARE_PORT: String(BARE_PORT), BARE_BODY: body }, `http://127.0.0.1:${BARE_PORT}/healthz`, prod.flags);
+  const ceiling = await startProcess(path.join(dist, 'bench/bare-http.js'), { BARE_PORT: String(BARE_PORT), BARE_BODY: body }, `http://127.0.0.1:${BARE_PORT}/healthz`, prod);
   try {
     const ngxBody = (await get(`http://127.0.0.1:${NGINX_PORT}/boot-vars`)).body;
     if (ngxBody !== body) throw new Error('nginx does not serve the same bytes');

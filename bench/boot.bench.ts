@@ -61,13 +61,13 @@ async function main() {
   // Start-up: median of 5 starts with that ledger (each start: spawn to the first /healthz 200).
   const starts: number[] = [];
   for (let i = 0; i < 5; i++) {
-    const p = await startProcess(prod.script, env, `http://127.0.0.1:${CP_PORT}/healthz`, prod.flags);
+    const p = await startProcess(prod.script, env, `http://127.0.0.1:${CP_PORT}/healthz`, prod);
     starts.push(p.ms);
     await stop(p.proc);
   }
   starts.sort((a, b) => a - b);
   console.log(`start-up with that ledger (node ${prod.flags.join(' ')} ${path.relative(root, prod.script)}): ${starts.map((m) => fmt(m)).join(', ')} ms; median ${fmt(starts[2])} ms (goal < ${fmt(GOAL.startMs)} ms)`);
-  const cp = await startProcess(prod.script, env, `http://127.0.0.1:${CP_PORT}/healthz`, prod.flags);
+  const cp = await startProcess(prod.script, env, `http://127.0.0.1:${CP_PORT}/healthz`, prod);
   const bare = await startProcess(path.join(dist, 'bench/bare-fastify.js'), { BARE_PORT: String(BARE_PORT) }, `http://127.0.0.1:${BARE_PORT}/healthz`);
 
   try {
@@ -176,13 +176,13 @@ async function postgresStore(env: Record<string, string>, prod: ReturnType<typeo
     console.log(`\n== PostgreSQL store: the same ${fmt(N)} devices + workers imported in ${fmt(performance.now() - t0)} ms ==`);
     const starts: number[] = [];
     for (let i = 0; i < 3; i++) {
-      const p = await startProcess(prod.script, pgEnv, `http://127.0.0.1:${CP_PORT + 2}/healthz`, prod.flags);
+      const p = await startProcess(prod.script, pgEnv, `http://127.0.0.1:${CP_PORT + 2}/healthz`, prod);
       starts.push(p.ms);
       await stop(p.proc);
     }
     starts.sort((a, b) => a - b);
-    const file = await startProcess(prod.script, env, `http://127.0.0.1:${CP_PORT}/healthz`, prod.flags);
-    const onPg = await startProcess(prod.script, pgEnv, `http://127.0.0.1:${CP_PORT + 2}/healthz`, prod.flags);
+    const file = await startProcess(prod.script, env, `http://127.0.0.1:${CP_PORT}/healthz`, prod);
+    const onPg = await startProcess(prod.script, pgEnv, `http://127.0.0.1:${CP_PORT + 2}/healthz`, prod);
     try {
       const bv = `${path.join(__dirname, '..', '..', 'bench/wrk/boot-vars.lua')}`;
       const wrkEnv = { BENCH_DEVICES: String(N) };

@@ -57,13 +57,24 @@ export function runClient(script: string, args: string[]): Promise<string> {
   });
 }
 
-/** How `npm run start:prod` starts the control plane: its node flags and script (kept in step). */
-export function prodCommand(root: string): { flags: string[]; script: string } {
+/** How `npm run start:prod` starts the control plane. */
+export interface ProdCommand {
+  flags: string[];
+  script: string;
+  /** The environment it sets for the process (glibc's malloc settings). */
+  env: Record<string, string>;
+}
+
+/** How `npm run start:prod` starts the control plane: its environment, node flags and script (kept in step). */
+export function prodCommand(root: string): ProdCommand {
   const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const words = pkg.scripts['start:prod'].replace(/^exec node /, '').split(/\s+/);
+  const m = /^exec (?:env ((?:[A-Z_]+=\S+ )+))?node (.+)$/.exec(pkg.scripts['start:prod']);
+  if (!m) throw new Error(`start:prod is not "exec [env NAME=value ...] node ...": ${pkg.scripts['start:prod']}`);
+  const env = Object.fromEntries((m[1] ?? '').split(' ').filter(Boolean).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+  const words = m[2].split(/\s+/);
   // BENCH_NODE_FLAGS compares other V8 flags on the same bench (e.g. "--max-semi-space-size=64 --single-threaded-gc").
   const flags = process.env.BENCH_NODE_FLAGS !== undefined ? process.env.BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean) : words.filter((w) => w.startsWith('--'));
-  return { flags, script: path.join(root, words.find((w) => !w.startsWith('--'))!) };
+  return { flags, script: path.join(root, words.find((w) => !w.startsWith('--'))!), env };
 }
 
 export const macOf = (i: number) =>
@@ -133,13 +144,15 @@ export async function startProcess(
   script: string,
   env: Record<string, string>,
   url: string,
-  nodeArgs: string[] = [],
+  /** Node flags, or how production starts it (its flags and environment: prodCommand). */
+  node: string[] | ProdCommand = [],
   onStdoutLine?: (line: string) => void,
   cpu = 1,
 ): Promise<{ proc: ChildProcess; ms: number }> {
   const t0 = performance.now();
+  const [nodeArgs, prodEnv] = Array.isArray(node) ? [node, {}] : [node.flags, node.env];
   const [cmd, argv] = PIN ? ['taskset', ['-c', String(cpu), process.execPath, ...nodeArgs, script]] : [process.execPath, [...nodeArgs, script]];
-  const proc = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', onStdoutLine ? 'pipe' : 'ignore', 'inherit'] });
+  const proc = spawn(cmd, argv, { env: { ...process.env, ...prodEnv, ...env }, stdio: ['ignore', onStdoutLine ? 'pipe' : 'ignore', 'inherit'] });
   if (onStdoutLine) {
     let rest = '';
     proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => {

@@ -60,7 +60,7 @@ async function main() {
     IPXE_CP_AUTO_REGISTER: 'false',
   };
   const prod = prodCommand(root);
-  const p = await startProcess(prod.script, env, `http://127.0.0.1:${PORT}/healthz`, prod.flags);
+  const p = await startProcess(prod.script, env, `http://127.0.0.1:${PORT}/healthz`, prod);
   try {
     await new Promise((r) => setTimeout(r, 2000)); // the code cache is written 3 s after start; let start-up settle
     const rss = [rssOf(p.proc.pid!)];

@@ -120,7 +120,7 @@ async function measureFleet(engine: 'file' | 'postgres', n: number, pg: PgCluste
     const row: Row = {};
     const starts: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+      const p = await startProcess(prod.script, env, `${url}/healthz`, prod);
       starts.push(p.ms);
       if (i < 4) await stop(p.proc);
       else {
@@ -200,7 +200,7 @@ async function bootHistory(engine: 'file' | 'postgres', n: number, env: Record<s
   const total = count();
   const row: Row = { historyEvents: total / 1000 };
   dropSnapshot(env);
-  const p = await startProcess(prod.script, { ...env, IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, `${url}/healthz`, prod.flags);
+  const p = await startProcess(prod.script, { ...env, IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, `${url}/healthz`, prod);
   try {
     row.historyStartMs = p.ms;
     row.historyRssMb = rssMb(p.proc.pid!);
@@ -215,7 +215,7 @@ async function bootHistory(engine: 'file' | 'postgres', n: number, env: Record<s
   }
   row.prunedEvents = count() / 1000;
   dropSnapshot(env);
-  const q = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+  const q = await startProcess(prod.script, env, `${url}/healthz`, prod);
   row.prunedStartMs = q.ms;
   row.prunedRssMb = rssMb(q.proc.pid!);
   await stop(q.proc);
@@ -271,7 +271,7 @@ async function bootWeek(engine: 'file' | 'postgres', n: number, env: Record<stri
   };
   const row: Row = { weekEvents: (n * boots * 3) / 1000 };
   dropSnapshot(env);
-  const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+  const p = await startProcess(prod.script, env, `${url}/healthz`, prod);
   try {
     [row.weekStartMs, row.weekRssMb] = [p.ms, rssMb(p.proc.pid!)];
     await check();
@@ -281,7 +281,7 @@ async function bootWeek(engine: 'file' | 'postgres', n: number, env: Record<stri
   // Stopped cleanly, it left the timelines: a restart reads those instead of the week's events.
   if (!fs.existsSync(snapshotOf(env))) throw new Error('a week of boots: the clean stop left no snapshot of the boot timelines');
   // Its first prune comes 5 s after start here (5 minutes by default) and leaves a snapshot too.
-  const q = await startProcess(prod.script, { ...env, IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, `${url}/healthz`, prod.flags);
+  const q = await startProcess(prod.script, { ...env, IPXE_CP_BOOT_EVENT_PRUNE_SECONDS: '5' }, `${url}/healthz`, prod);
   try {
     [row.weekRestartMs, row.weekRestartRssMb] = [q.ms, rssMb(q.proc.pid!)];
     if (fs.existsSync(snapshotOf(env))) throw new Error('a week of boots: the restart did not take the snapshot');
@@ -302,7 +302,7 @@ async function bootWeek(engine: 'file' | 'postgres', n: number, env: Record<stri
     // stop() waits for an exit: a killed process has had its own.
     if (q.proc.exitCode === null && q.proc.signalCode === null) await stop(q.proc);
   }
-  const c = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+  const c = await startProcess(prod.script, env, `${url}/healthz`, prod);
   try {
     [row.weekCrashMs, row.weekCrashRssMb] = [c.ms, rssMb(c.proc.pid!)];
     if (fs.existsSync(snapshotOf(env))) throw new Error('a week of boots: the start after the crash did not take the snapshot of the prune');
@@ -331,7 +331,7 @@ async function twoControlPlanes(n: number, env: Record<string, string>): Promise
       const dir = tmp('kurrent-bench-scale-cp-');
       dirs.push(dir);
       const e = { ...env, IPXE_CP_PORT: String(PORT + 1 + i), IPXE_CP_NODE_ID: `scale-${i}`, IPXE_CP_STATE_DIR: path.join(dir, 'state'), IPXE_CP_DNSMASQ_DIR: path.join(dir, 'dnsmasq') };
-      procs.push(await startProcess(prod.script, e, `http://127.0.0.1:${PORT + 1 + i}/healthz`, prod.flags, undefined, i));
+      procs.push(await startProcess(prod.script, e, `http://127.0.0.1:${PORT + 1 + i}/healthz`, prod, undefined, i));
     }
     const seconds = Math.min(20, Math.max(4, Math.ceil(n / 5000)));
     const script = path.join(root, 'bench/wrk/storm.lua');
@@ -438,7 +438,7 @@ async function measureAudit(engine: 'file' | 'postgres', entries: number, pg: Pg
       }
       fs.closeSync(fd);
     }
-    const p = await startProcess(prod.script, env, `${url}/healthz`, prod.flags);
+    const p = await startProcess(prod.script, env, `${url}/healthz`, prod);
     try {
       const tail: number[] = [];
       const since: number[] = [];
@@ -508,7 +508,7 @@ function printTable(title: string, sizes: number[], rows: Row[], metrics: typeof
 }
 
 async function main(): Promise<void> {
-  console.log(`bench:scale: sizes ${SIZES.map((n) => fmt(n)).join(', ')}; engines ${ENGINES.join(', ')}; audits ${AUDIT.map((n) => fmt(n)).join(', ')}; node ${prod.flags.join(' ')}`);
+  console.log(`bench:scale: sizes ${SIZES.map((n) => fmt(n)).join(', ')}; engines ${ENGINES.join(', ')}; audits ${AUDIT.map((n) => fmt(n)).join(', ')}; ${Object.entries(prod.env).map(([k, v]) => `${k}=${v} `).join('')}node ${prod.flags.join(' ')}`);
   const pg = ENGINES.includes('postgres') ? await startPostgres() : null;
   try {
     for (const engine of ENGINES) {

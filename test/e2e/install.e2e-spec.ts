@@ -67,10 +67,12 @@ describeFiles('production install: deploy/install.sh, systemd units, the install
     expect(fs.readlinkSync(path.join(stage, 'usr/local/bin/kurrent'))).toBe('/opt/kurrent/bin/kurrent.js');
   });
 
-  it('the unit starts the app exactly as npm run start:prod does', () => {
+  it('the unit starts the app exactly as npm run start:prod does (its environment, flags and script)', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
-    const prod = pkg.scripts['start:prod'].replace(/^exec node /, '').split(' ');
+    const [, env, node] = /^exec env ((?:[A-Z_]+=\S+ )+)node (.+)$/.exec(pkg.scripts['start:prod'])!;
+    const prod = node.split(' ');
     expect(execLines(unit('kurrent-control-plane.service'), 'ExecStart')).toEqual([NODE, ...prod.slice(0, -1), `/opt/kurrent/${prod[prod.length - 1]}`]);
+    expect(unit('kurrent-control-plane.service').split('\n')).toContain(`Environment=${env.trim()}`);
   });
 
   it('systemd-analyze verify accepts every unit (exit 0, nothing printed)', () => {

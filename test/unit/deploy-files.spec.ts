@@ -107,10 +107,18 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     }
   });
 
-  it('the Dockerfile starts the app as npm run start:prod does', () => {
+  it('the Dockerfile and the systemd unit start the app as npm run start:prod does: its environment, node flags and script', () => {
     const pkg = JSON.parse(read('package.json'));
-    const cmd = /^CMD (\[.*\])$/m.exec(read('docker/control-plane.Dockerfile'))![1];
-    expect(['node', ...pkg.scripts['start:prod'].replace(/^exec /, '').split(' ').slice(1)]).toEqual(JSON.parse(cmd));
+    const [, env, node] = /^exec env ((?:[A-Z_]+=\S+ )+)(node .+)$/.exec(pkg.scripts['start:prod'])!;
+    const vars = env.trim().split(' ').sort();
+    expect(vars).toEqual(['MALLOC_MMAP_THRESHOLD_=131072', 'MALLOC_TRIM_THRESHOLD_=131072']);
+    const docker = read('docker/control-plane.Dockerfile');
+    const cmd = /^CMD (\[.*\])$/m.exec(docker)![1];
+    expect(node.split(' ')).toEqual(JSON.parse(cmd));
+    expect(/^ENV (MALLOC_.*)$/m.exec(docker)![1].split(' ').sort()).toEqual(vars);
+    const unit = read('deploy/systemd/kurrent-control-plane.service');
+    expect(/^Environment=(MALLOC_.*)$/m.exec(unit)![1].split(' ').sort()).toEqual(vars);
+    expect(/^ExecStart=@NODE@ (.*)$/m.exec(unit)![1].split(' ')).toEqual([...node.split(' ').slice(1, -1), '/opt/kurrent/' + node.split(' ').at(-1)]);
   });
 
   it('control_plane.env.example holds only valid values and every variable the reference names', () => {
