@@ -242,6 +242,12 @@ describe('boot sessions service: loops', () => {
     for (let i = 0; i < 2000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
     await new Promise((r) => setImmediate(r));
     expect(batches()).toEqual([2000, 2501, 5000, 2000]);
+    // Shutting down, the last snapshot takes what is pending itself: no early write beside it.
+    await svc.beforeApplicationShutdown();
+    tick(1000);
+    for (let i = 0; i < 2000; i++) svc.seen({ mac: seat(i), stage: 'report', worker: `w${i}` });
+    await new Promise((r) => setImmediate(r));
+    expect(batches()).toEqual([2000, 2501, 5000, 2000]);
   });
 
   it('marks a device looping at the third failed boot, audits once, holds it, and a release clears it', async () => {

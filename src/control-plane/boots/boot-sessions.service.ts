@@ -83,6 +83,8 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
   private writtenEarly = false;
   /** An early write failed: none until a flush writes again (a store outage is not hammered per event). */
   private earlyRefused = false;
+  /** Shutting down: the last snapshot takes what is pending itself (an early write beside it could land before its position, in no line). */
+  private closing = false;
   private lastPrune = 0;
   private readonly holdListeners: ((mac: string) => void)[] = [];
   private readonly stageListeners: ((stage: BootStage, seconds: number) => void)[] = [];
@@ -141,6 +143,7 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
   /** Before Database closes its pool (PostgreSQL): the last events, then the snapshot of the timelines. */
   async beforeApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    this.closing = true;
     await this.flush();
     // With no timer, nothing else flushes now: the snapshot writes what was seen meanwhile itself,
     // and with the store down it writes none (the next start replays what the store has).
@@ -264,7 +267,7 @@ export class BootSessionsService implements OnModuleInit, BeforeApplicationShutd
       this.dropped++;
     }
     this.pending.push(e);
-    if (this.pending.length >= WRITE_EARLY_AT && !this.flushing && !this.earlyRefused) this.writeEarly();
+    if (this.pending.length >= WRITE_EARLY_AT && !this.flushing && !this.earlyRefused && !this.closing) this.writeEarly();
   }
 
   /** Writes the pending events now, in the flush's place (so never beside a flush or a snapshot); the next flush does the rest. */
