@@ -107,8 +107,10 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     }
   });
 
-  it('the Dockerfile and the systemd unit start the app as npm run start:prod does: its environment, node flags and script', () => {
+  it('npm start, the Dockerfile and the systemd unit start the app as npm run start:prod does: its environment, node flags and script', () => {
     const pkg = JSON.parse(read('package.json'));
+    // npm start builds, then becomes start:prod (exec: a SIGTERM to npm start reaches the server).
+    expect(pkg.scripts.start).toBe('npm run build && exec npm run start:prod');
     const [, env, node] = /^exec env ((?:[A-Z_]+=\S+ )+)(node .+)$/.exec(pkg.scripts['start:prod'])!;
     const vars = env.trim().split(' ').sort();
     expect(vars).toEqual(['MALLOC_MMAP_THRESHOLD_=131072', 'MALLOC_TRIM_THRESHOLD_=131072']);
