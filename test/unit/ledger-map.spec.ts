@@ -156,6 +156,43 @@ describe('LedgerMap', () => {
     expect(() => seen.refresh('zz', b)).toThrow('not in memory');
   });
 
+  it('keeps a line only for a record that did not move through a whole checkpoint, and never drops its entry for a move', async () => {
+    type Seen = { id: string; last: string };
+    const file = path.join(dir, 'moves.yml');
+    const seen = new LedgerMap<Seen>(file, 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
+    seen.loadSync();
+    const a = { id: 'a', last: 't0' };
+    const b = { id: 'b', last: 't0' };
+    seen.apply(new Map([['a', a], ['b', b]]));
+    const lines = (seen as unknown as { lines: Map<string, string> }).lines;
+    const cached = () => Object.fromEntries([...lines].map(([k, v]) => [k, v.startsWith('{') ? v : 'none']));
+    const onDisk = () => fs.readFileSync(file, 'utf8');
+    await seen.checkpoint();
+    expect(cached()).toEqual({ a: '{"id":"a","last":"t0"}', b: '{"id":"b","last":"t0"}' });
+    // a moves (telemetry in place): its line goes, its entry stays.
+    seen.touchInPlace('a', a, (r) => (r.last = 't1'));
+    expect(cached()).toEqual({ a: 'none', b: '{"id":"b","last":"t0"}' });
+    // The checkpoint after the move writes a's new line and keeps none for it.
+    await seen.checkpoint();
+    expect(onDisk()).toContain('"a": {"id":"a","last":"t1"}');
+    expect(cached()).toEqual({ a: 'none', b: '{"id":"b","last":"t0"}' });
+    // a moved nowhere through that one: the next checkpoint keeps its line.
+    seen.touchInPlace('b', b, (r) => (r.last = 't1'));
+    await seen.checkpoint();
+    expect(cached()).toEqual({ a: '{"id":"a","last":"t1"}', b: 'none' });
+    // A move between two checkpoints starts over, as does a record replaced by telemetry.
+    seen.touchInPlace('a', a, (r) => (r.last = 't2'));
+    seen.touch('b', { id: 'b', last: 't2' });
+    await seen.checkpoint();
+    expect(cached()).toEqual({ a: 'none', b: 'none' });
+    expect(onDisk()).toContain('"a": {"id":"a","last":"t2"}');
+    expect(onDisk()).toContain('"b": {"id":"b","last":"t2"}');
+    // Quiet through that one: kept again by the next.
+    await seen.checkpoint();
+    expect(cached()).toEqual({ a: '{"id":"a","last":"t2"}', b: '{"id":"b","last":"t2"}' });
+    expect(lines.size).toBe(2);
+  });
+
   it('reloads after a hand edit and only then', async () => {
     fs.writeFileSync(file, 'workers:\n  a: {"state":"registered"}\n');
     const m = mk();
