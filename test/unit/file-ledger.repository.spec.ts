@@ -109,6 +109,44 @@ describe('LedgerRepository', () => {
     expect(walLines(fs)[2]).toContain('"last_seen":"later"');
   });
 
+  it('a report that lands while the telemetry flush writes is logged by the next flush; a flush that fails keeps its devices to log', async () => {
+    let whileWriting: (() => void) | null = null;
+    class Racing extends MemFs {
+      override async appendDurable(f: string, d: string | Buffer | readonly Buffer[]) {
+        const during = whileWriting;
+        whileWriting = null;
+        during?.();
+        return super.appendDurable(f, d);
+      }
+    }
+    const { fs, store } = await setup(new Racing());
+    await store.commit((tx) => {
+      tx.devices.set(M1, device(M1, null));
+      tx.devices.set(M2, device(M2, null));
+    });
+    const seen = (mac: string, at: string) => store.devices.touch(mac, { ...store.devices.get(mac)!, last_seen: at });
+    seen(M1, 'a1');
+    whileWriting = () => seen(M1, 'a2');
+    await store.flushTelemetry();
+    expect(walLines(fs)[1]).toContain('"last_seen":"a1"');
+    expect([...store.devices.dirtyKeys]).toEqual([M1]);
+    await store.flushTelemetry();
+    expect(walLines(fs)[2]).toContain('"last_seen":"a2"');
+    expect(store.devices.dirtyKeys.size).toBe(0);
+    // A write that fails: its devices are still to log, with those seen since.
+    seen(M2, 'b1');
+    fs.failOn = 'ledger.wal';
+    await expect(store.flushTelemetry()).rejects.toThrow(/no space left/);
+    seen(M1, 'a3');
+    expect([...store.devices.dirtyKeys].sort()).toEqual([M1, M2]);
+    fs.failOn = null;
+    await store.flushTelemetry();
+    expect(walLines(fs)).toHaveLength(4);
+    expect(walLines(fs)[3]).toContain('"last_seen":"b1"');
+    expect(walLines(fs)[3]).toContain('"last_seen":"a3"');
+    expect(store.devices.dirtyKeys.size).toBe(0);
+  });
+
   it(`a storm's telemetry goes as records of ${TELEMETRY_PER_RECORD} devices in one append; a restart replays them, and a kill mid-append keeps the whole records before it`, async () => {
     const { fs, store } = await setup();
     const macs = Array.from({ length: 450 }, (_, i) => `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`);

@@ -76,8 +76,29 @@ export class LedgerMap<T extends object> {
   private corruptStamp: FileStamp | null = null;
   /** Bumped when membership or any record changes through a transaction or reload. */
   version = 0;
+  private dirty = new Set<string>();
   /** Keys changed by report telemetry (outside a transaction) that the change log does not hold yet. */
-  readonly dirtyKeys = new Set<string>();
+  get dirtyKeys(): Set<string> {
+    return this.dirty;
+  }
+
+  /**
+   * The dirty keys, handed over whole to the telemetry flush that logs them; touches from here on
+   * go to a new set. Copying them and deleting each once logged rebuilt the set's table as it
+   * shrank, twice a second, and a storm's tables outlive the young generation (~25 MB of old
+   * garbage in a 20 s storm at 100,000 seats). A touch while they are logged lands in the new set,
+   * so the next flush logs it too.
+   */
+  takeDirty(): Set<string> {
+    const taken = this.dirty;
+    this.dirty = new Set();
+    return taken;
+  }
+
+  /** Keys taken by takeDirty whose logging failed: dirty again. */
+  restoreDirty(keys: Iterable<string>): void {
+    for (const k of keys) this.dirty.add(k);
+  }
   /** Memory holds something the file does not (a checkpoint is due). */
   stale = false;
   /** Set when a hand edit made the file unreadable; every write refuses until it is fixed. */

@@ -20,15 +20,20 @@ const obj = <T>(m: Map<string, T | undefined>): Record<string, T | null> => {
 /** Devices a telemetry record of the change log holds at most (~450 bytes each: a line well under 128 KB). */
 export const TELEMETRY_PER_RECORD = 200;
 
-/** A map cut into maps of at most n entries, in order (one, possibly empty, when it fits). */
-function chunksOf<T>(m: Map<string, T>, n: number): Map<string, T>[] {
-  if (m.size <= n) return [m];
-  const out: Map<string, T>[] = [];
+/** Entries cut into maps of at most n entries, in order (a map that fits: itself; nothing: one empty map). */
+function chunksOf<T>(m: Map<string, T> | Iterable<[string, T]>, n: number): Map<string, T>[] {
+  if (m instanceof Map && m.size <= n) return [m];
+  const out: Map<string, T>[] = [new Map()];
   for (const [k, v] of m) {
-    if (!out.length || out[out.length - 1].size >= n) out.push(new Map());
+    if (out[out.length - 1].size >= n) out.push(new Map());
     out[out.length - 1].set(k, v);
   }
   return out;
+}
+
+/** Each key with its record in `map` as it is now. */
+function* recordsOf<T extends object>(keys: Iterable<string>, map: LedgerMap<T>): Generator<[string, T | undefined]> {
+  for (const k of keys) yield [k, map.get(k)];
 }
 
 /** Report telemetry of a device record: written by reports, never what a hand edit and a commit disagree on. */
@@ -228,11 +233,14 @@ export class FileLedgerRepository extends LedgerRepository implements OnModuleIn
       this.scheduleFlush();
       return;
     }
-    const keys = [...this.devices.dirtyKeys];
-    const d = new Map<string, DeviceRecord | undefined>();
-    for (const k of keys) d.set(k, this.devices.get(k));
-    await this.append(d, new Map(), 'telemetry');
-    for (const k of keys) this.devices.dirtyKeys.delete(k);
+    const keys = this.devices.takeDirty();
+    try {
+      // Cut into records as the keys are read: no map of the whole batch (see takeDirty).
+      await this.append(chunksOf(recordsOf(keys, this.devices), TELEMETRY_PER_RECORD), new Map(), 'telemetry');
+    } catch (e) {
+      this.devices.restoreDirty(keys);
+      throw e;
+    }
     this.scheduleCheckpoint();
   }
 
@@ -349,8 +357,9 @@ export class FileLedgerRepository extends LedgerRepository implements OnModuleIn
     }
   }
 
+  /** `d`: the device changes, or (telemetry) those already cut into records (chunksOf). */
   private async append(
-    d: Map<string, DeviceRecord | undefined>,
+    d: Map<string, DeviceRecord | undefined> | Map<string, DeviceRecord | undefined>[],
     w: Map<string, WorkerRecord | undefined>,
     kind: 'commit' | 'telemetry' = 'commit',
     audited: AuditEntry[] = [],
@@ -366,14 +375,14 @@ export class FileLedgerRepository extends LedgerRepository implements OnModuleIn
     };
     // Telemetry changes no fact a hand edit could disagree with: no pre-change values for it (a
     // storm's flush stays its own size), and a later commit of the key records them instead.
-    const pd = kind === 'telemetry' ? {} : firstTouch(d.keys(), this.walTouched.d, this.devices);
+    const parts = Array.isArray(d) ? d : kind === 'telemetry' ? chunksOf(d, TELEMETRY_PER_RECORD) : [d];
+    const pd = kind === 'telemetry' ? {} : firstTouch(parts[0].keys(), this.walTouched.d, this.devices);
     const pw = kind === 'telemetry' ? {} : firstTouch(w.keys(), this.walTouched.w, this.workers);
     if (Object.keys(pd).length || Object.keys(pw).length) rec.p = { ...(Object.keys(pd).length ? { d: pd } : {}), ...(Object.keys(pw).length ? { w: pw } : {}) };
     // A storm's telemetry (thousands of devices a flush) goes as records of TELEMETRY_PER_RECORD
     // devices: one record of all was a string of megabytes, twice (the JSON and its line), a
     // Buffer as big and a dictionary, each too large for the young generation, so garbage that
     // only a full GC gave back, twice a second (bench:scale, RSS after the storm).
-    const parts = kind === 'telemetry' ? chunksOf(d, TELEMETRY_PER_RECORD) : [d];
     if (parts[0].size) rec.d = obj(parts[0]);
     if (w.size) rec.w = obj(w);
     if (audited.length) rec.a = audited;
