@@ -15,7 +15,8 @@ import type { BootEvent } from '../../src/control-plane/repositories/boot-events
 import { BootSnapshotFile } from '../../src/control-plane/repositories/boot-events/boot-snapshot-file';
 import { PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
 import { LedgerRepository } from '../../src/control-plane/repositories/ledger/ledger.repository';
-import { FINGERPRINT_FIELDS } from '../../src/control-plane/repositories/ledger/records';
+import { TELEMETRY_PER_STATEMENT } from '../../src/control-plane/repositories/ledger/pg-ledger.repository';
+import { FINGERPRINT_FIELDS, newDevice } from '../../src/control-plane/repositories/ledger/records';
 import { Database } from '../../src/control-plane/repositories/pg/database';
 import { freePort, startApp, tempDir, TestApp } from '../helpers/app';
 import { PgCluster, startPostgres } from '../helpers/postgres';
@@ -609,6 +610,35 @@ describe('two control planes on one PostgreSQL', () => {
     } finally {
       await peer.end();
       await nb.close();
+      await na.close();
+    }
+  });
+
+  it(`a telemetry flush of more than ${TELEMETRY_PER_STATEMENT} devices writes each one's telemetry, as one feed row`, async () => {
+    const url = pg.createDb('telemetry_parts');
+    const na = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_REPORT_FLUSH_MS: '60000' });
+    const peer = new Client({ connectionString: url });
+    await peer.connect();
+    try {
+      const ledger = na.app.get(LedgerRepository);
+      const n = 2 * TELEMETRY_PER_STATEMENT + 17;
+      const macs = Array.from({ length: n }, (_, i) => `02:00:00:00:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`);
+      await ledger.commit((tx) => {
+        for (const m of macs) tx.devices.set(m, newDevice(m, { source: 'manual' }));
+      });
+      // A storm's reports: most move last_seen in place, one brings a new fingerprint.
+      for (const m of macs) ledger.devices.touchInPlace(m, ledger.devices.get(m)!, (r) => (r.last_seen = `seen-${m}`));
+      const last = macs[n - 1];
+      const d = ledger.devices.get(last)!;
+      ledger.devices.touch(last, { ...d, fingerprint: { ...d.fingerprint, serial: 'S-LAST' } });
+      await ledger.flushTelemetry();
+      const rows = (await peer.query("SELECT mac, data->>'last_seen' AS last_seen, data->'fingerprint'->>'serial' AS serial FROM devices ORDER BY mac")).rows;
+      expect(rows).toEqual(macs.map((m) => ({ mac: m, last_seen: `seen-${m}`, serial: m === last ? 'S-LAST' : null })));
+      const feed = (await peer.query('SELECT devices FROM ledger_changes WHERE telemetry ORDER BY id')).rows;
+      expect(feed.map((r) => [...r.devices].sort())).toEqual([[...macs].sort()]);
+      expect(ledger.devices.dirtyKeys.size).toBe(0);
+    } finally {
+      await peer.end();
       await na.close();
     }
   });
