@@ -193,6 +193,22 @@ describe('LedgerMap', () => {
     expect(lines.size).toBe(2);
   });
 
+  it('keeps no line-cache entry for telemetry on a map whose lines were never rendered (PostgreSQL)', async () => {
+    type Seen = { id: string; last: string };
+    const seen = new LedgerMap<Seen>(path.join(dir, 'never.yml'), 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
+    seen.loadSync();
+    const a = { id: 'a', last: 't0' };
+    seen.apply(new Map([['a', a], ['b', { id: 'b', last: 't0' }]]));
+    const lines = (seen as unknown as { lines: Map<string, string> }).lines;
+    seen.touchInPlace('a', a, (r) => (r.last = 't1'));
+    seen.touch('b', { id: 'b', last: 't1' });
+    seen.refreshInPlace('a', a, (r) => (r.last = 't2'));
+    seen.refresh('b', { id: 'b', last: 't2' });
+    expect(lines.size).toBe(0);
+    expect(seen.get('a')?.last).toBe('t2');
+    expect(seen.get('b')?.last).toBe('t2');
+  });
+
   it('reloads after a hand edit and only then', async () => {
     fs.writeFileSync(file, 'workers:\n  a: {"state":"registered"}\n');
     const m = mk();

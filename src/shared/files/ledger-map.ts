@@ -250,7 +250,7 @@ export class LedgerMap<T extends object> {
   /** Telemetry update outside the write lock; logged by the next telemetry flush. */
   touch(key: string, value: T): void {
     this.map.set(key, value);
-    this.lines.set(key, MOVED);
+    this.markMoved(key);
     this.dirtyKeys.add(key);
     this.stale = true;
   }
@@ -265,7 +265,7 @@ export class LedgerMap<T extends object> {
     // Kept until the next load: a copy of the key, not a view of the request's query (ownString).
     if (!this.inPlace.has(key)) this.inPlace.add(ownString(key));
     update(current);
-    this.lines.set(key, MOVED);
+    this.markMoved(key);
     this.dirtyKeys.add(key);
     this.stale = true;
   }
@@ -279,14 +279,23 @@ export class LedgerMap<T extends object> {
   refreshInPlace(key: string, current: T, update: (record: T) => void): void {
     if (this.map.get(key) !== current) throw new Error(`refreshInPlace: ${key} is not the record in memory`);
     update(current);
-    this.lines.set(key, MOVED);
+    this.markMoved(key);
   }
 
   /** Like refreshInPlace, for a new record object (see there). */
   refresh(key: string, value: T): void {
     if (!this.map.has(key)) throw new Error(`refresh: ${key} is not in memory`);
     this.map.set(key, value);
-    this.lines.set(key, MOVED);
+    this.markMoved(key);
+  }
+
+  /**
+   * Marks a cached line stale without dropping its entry (see lineOf). Only where an entry
+   * exists: on PostgreSQL nothing renders lines, and an entry per touched device would sit in
+   * the map until the next load (~5 MB after a storm at 100,000 seats).
+   */
+  private markMoved(key: string): void {
+    if (this.lines.has(key)) this.lines.set(key, MOVED);
   }
 
   /** A change-log record's value for key, applied at start (replay). */
