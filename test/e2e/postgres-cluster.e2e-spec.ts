@@ -13,7 +13,7 @@ import { CredentialRepository } from '../../src/control-plane/repositories/crede
 import { AppConfig } from '../../src/control-plane/config/app-config';
 import type { BootEvent } from '../../src/control-plane/repositories/boot-events/boot-event.repository';
 import { BootSnapshotFile } from '../../src/control-plane/repositories/boot-events/boot-snapshot-file';
-import { PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
+import { BOOT_EVENTS_PER_STATEMENT, PgBootEventRepository } from '../../src/control-plane/repositories/boot-events/pg-boot-event.repository';
 import { LedgerRepository } from '../../src/control-plane/repositories/ledger/ledger.repository';
 import { TELEMETRY_PER_STATEMENT } from '../../src/control-plane/repositories/ledger/pg-ledger.repository';
 import { FINGERPRINT_FIELDS, newDevice } from '../../src/control-plane/repositories/ledger/records';
@@ -643,6 +643,52 @@ describe('two control planes on one PostgreSQL', () => {
     }
   });
 
+  it('a report that lands while a telemetry flush writes is written by the next flush', async () => {
+    const url = pg.createDb('telemetry_race');
+    const na = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_REPORT_FLUSH_MS: '60000' });
+    const peer = new Client({ connectionString: url });
+    await peer.connect();
+    try {
+      const ledger = na.app.get(LedgerRepository);
+      const [a, b] = ['02:00:00:00:0e:01', '02:00:00:00:0e:02'];
+      await ledger.commit((tx) => {
+        for (const m of [a, b]) tx.devices.set(m, newDevice(m, { source: 'manual' }));
+      });
+      const lastSeen = async () => Object.fromEntries((await peer.query("SELECT mac, data->>'last_seen' AS s FROM devices")).rows.map((r) => [r.mac, r.s]));
+      ledger.devices.touchInPlace(a, ledger.devices.get(a)!, (r) => (r.last_seen = 'first'));
+      ledger.devices.touchInPlace(b, ledger.devices.get(b)!, (r) => (r.last_seen = 'first'));
+      // Another session holds the change feed: the flush writes the rows, then waits to add its feed row.
+      await peer.query('BEGIN');
+      await peer.query('LOCK TABLE ledger_changes IN SHARE MODE');
+      const flushing = ledger.flushTelemetry();
+      const waiting = async () => (await peer.query("SELECT count(*)::int AS n FROM pg_locks WHERE relation = 'ledger_changes'::regclass AND NOT granted")).rows[0].n;
+      for (const end = Date.now() + 10_000; Date.now() < end && (await waiting()) === 0; ) await sleep(10);
+      expect(await waiting()).toBe(1);
+      // a reports again meanwhile.
+      ledger.devices.touchInPlace(a, ledger.devices.get(a)!, (r) => (r.last_seen = 'second'));
+      await peer.query('COMMIT');
+      await flushing;
+      expect(await lastSeen()).toEqual({ [a]: 'first', [b]: 'first' });
+      expect([...ledger.devices.dirtyKeys]).toEqual([a]);
+      await ledger.flushTelemetry();
+      expect(await lastSeen()).toEqual({ [a]: 'second', [b]: 'first' });
+      expect(ledger.devices.dirtyKeys.size).toBe(0);
+      // A flush the database refuses keeps its keys dirty, with those touched since, for the next one.
+      await peer.query("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$");
+      await peer.query('CREATE TRIGGER refuse BEFORE INSERT ON ledger_changes FOR EACH ROW EXECUTE FUNCTION refuse()');
+      ledger.devices.touchInPlace(a, ledger.devices.get(a)!, (r) => (r.last_seen = 'third'));
+      await expect(ledger.flushTelemetry()).rejects.toThrow(/refused/);
+      ledger.devices.touchInPlace(b, ledger.devices.get(b)!, (r) => (r.last_seen = 'third'));
+      expect([...ledger.devices.dirtyKeys].sort()).toEqual([a, b]);
+      await peer.query('DROP TRIGGER refuse ON ledger_changes');
+      await ledger.flushTelemetry();
+      expect(await lastSeen()).toEqual({ [a]: 'third', [b]: 'third' });
+    } finally {
+      await peer.end();
+      await na.close();
+    }
+  });
+
   it("audit retention on one control plane keeps what a follower of the other still reads", async () => {
     const url = pg.createDb('audit_holds');
     const env = { IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url };
@@ -778,6 +824,33 @@ describe('two control planes on one PostgreSQL', () => {
       await repo.append([later, ev(21, 'pull-a')]);
       expect(await repo.pull()).toEqual([later]);
       expect(await repo.pull()).toEqual([]);
+    } finally {
+      await n.close();
+    }
+  });
+
+  it(`an append of more than ${BOOT_EVENTS_PER_STATEMENT} boot events stores each one as given and in order, over its statements`, async () => {
+    const url = pg.createDb('boot_append_parts');
+    const n = await startApp({ IPXE_CP_STORE: 'postgres', IPXE_CP_DATABASE_URL: url, IPXE_CP_NODE_ID: 'parts-app' });
+    try {
+      const dbase = n.app.get(Database);
+      const writer = new PgBootEventRepository(dbase, { nodeId: 'parts-a' } as AppConfig, n.app.get(BootSnapshotFile));
+      const reader = new PgBootEventRepository(dbase, { nodeId: 'parts-b' } as AppConfig, n.app.get(BootSnapshotFile));
+      const at = Date.now();
+      const count = 2 * BOOT_EVENTS_PER_STATEMENT + 7;
+      // With and without worker and detail; details with quotes, backslashes and non-ASCII text.
+      const events: BootEvent[] = Array.from({ length: count }, (_, i) => ({
+        at: at + i,
+        mac: `02:00:00:01:${(i >> 8).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`,
+        stage: i % 2 ? 'vars' : 'report',
+        node: 'parts-a',
+        ...(i % 3 ? { worker: `w${i}` } : {}),
+        ...(i % 4 ? { detail: { answer: i % 5 ? 'disk' : 'say "hi" \\ to Zoë' } } : {}),
+      }));
+      await writer.append(events);
+      expect(await reader.pull()).toEqual(events);
+      const top = (await dbase.query<{ m: string }>('SELECT max(id)::text AS m FROM boot_events')).rows[0].m;
+      expect((writer as unknown as { ownNewest: string }).ownNewest).toBe(top);
     } finally {
       await n.close();
     }

@@ -1,9 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { AppConfig } from '../../config/app-config';
-import { Database, LOCK } from '../pg/database';
+import { Database, jsonParam, LOCK } from '../pg/database';
 import { BootEvent, BootEventPrune, BootEventRepository } from './boot-event.repository';
 import { BootSnapshotFile } from './boot-snapshot-file';
 
+/** Rows of one INSERT of append: its parameter stays under ~100 KB, and a batch of 10,000 is not one buffer of megabytes. */
+export const BOOT_EVENTS_PER_STATEMENT = 500;
 /** Events read per query at start. */
 const LOAD_PAGE = 50_000;
 /** Other control planes' events read per pull (a flush, every second or so). */
@@ -111,11 +113,14 @@ export class PgBootEventRepository extends BootEventRepository {
   async append(events: BootEvent[]): Promise<void> {
     if (!events.length) return;
     this.ownNewest = await this.db.tx(async (c) => {
-      await c.query(
-        `INSERT INTO boot_events (at, mac, stage, node, worker, detail)
-         SELECT to_timestamp(a / 1000.0), m, s, n, w, d::jsonb FROM unnest($1::float8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(a, m, s, n, w, d)`,
-        [events.map((e) => e.at), events.map((e) => e.mac), events.map((e) => e.stage), events.map((e) => e.node), events.map((e) => e.worker ?? null), events.map((e) => (e.detail ? JSON.stringify(e.detail) : null))],
-      );
+      // BOOT_EVENTS_PER_STATEMENT rows a statement, as one JSON parameter (jsonParam).
+      for (let i = 0; i < events.length; i += BOOT_EVENTS_PER_STATEMENT) {
+        await c.query(
+          `INSERT INTO boot_events (at, mac, stage, node, worker, detail)
+           SELECT to_timestamp(at / 1000.0), mac, stage, node, worker, detail FROM json_to_recordset($1::json) AS t(at float8, mac text, stage text, node text, worker text, detail jsonb)`,
+          [jsonParam(events.slice(i, i + BOOT_EVENTS_PER_STATEMENT))],
+        );
+      }
       // The id of this session's last row: the batch's newest. (RETURNING every id cost the
       // server ~7% more per 5,000-row batch; this is one round trip, ~0.7 ms.)
       return (await c.query<{ newest: string }>("SELECT currval(pg_get_serial_sequence('boot_events', 'id'))::text AS newest")).rows[0].newest;

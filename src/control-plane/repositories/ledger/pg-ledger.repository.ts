@@ -5,7 +5,7 @@ import { ApiError } from '../../../shared/http/api-error';
 import { AppConfig } from '../../config/app-config';
 import type { AuditEntry } from '../audit/audit.repository';
 import { PgAuditRepository } from '../audit/pg-audit.repository';
-import { Database, LOCK } from '../pg/database';
+import { Database, jsonParam, LOCK } from '../pg/database';
 import { StoreSync } from '../pg/store-sync';
 import { LedgerRepository, Tx } from './ledger.repository';
 import { DeviceRecord, emptyFingerprint, Fingerprint, FINGERPRINT_FIELDS, WorkerRecord } from './records';
@@ -228,30 +228,35 @@ export class PgLedgerRepository extends LedgerRepository implements OnModuleInit
   /** Report telemetry: merged into the rows (never a stale whole record over another's commit). */
   protected async flushLocked(): Promise<void> {
     if (!this.devices.dirtyKeys.size) return;
-    const keys = [...this.devices.dirtyKeys].filter((k) => this.devices.has(k));
+    // The set is taken whole (see LedgerMap.takeDirty): a report landing while this writes goes to
+    // the next flush; before, the keys were deleted one by one after the write, and a report that
+    // landed meanwhile lost its telemetry in the database until the device's next one.
+    const taken = this.devices.takeDirty();
+    const keys = [...taken].filter((k) => this.devices.has(k));
     if (!keys.length) return;
     const t0 = performance.now();
-    // Under the ledger lock like every commit, so ledger_changes ids commit in order.
-    const id = await this.db.tx(async (c) => {
-      // TELEMETRY_PER_STATEMENT devices a statement: one statement of a storm's whole flush (~6,000
-      // devices) built parameter strings of megabytes (large objects: garbage until a full GC).
-      // bench:scale at 100,000 on PostgreSQL, one run each: RSS during the storm the same (median
-      // 607 against 608 MB), the storm's p99 13 against 40 ms.
-      for (let i = 0; i < keys.length; i += TELEMETRY_PER_STATEMENT) {
-        const part = keys.slice(i, i + TELEMETRY_PER_STATEMENT);
-        const recs = part.map((k) => this.devices.get(k)!);
-        await c.query(
-          `UPDATE devices d SET data = d.data || jsonb_build_object('uuid', u.uuid, 'fingerprint', u.fp, 'last_seen', u.last_seen, 'first_seen', CASE WHEN jsonb_typeof(d.data->'first_seen') = 'string' THEN d.data->'first_seen' ELSE u.first_seen END)
-           FROM unnest($1::text[], $2::jsonb[], $3::jsonb[], $4::jsonb[], $5::jsonb[]) AS u(mac, uuid, fp, last_seen, first_seen) WHERE d.mac = u.mac`,
-          [part, recs.map((r) => JSON.stringify(r.uuid)), recs.map((r) => JSON.stringify(r.fingerprint)), recs.map((r) => JSON.stringify(r.last_seen)), recs.map((r) => JSON.stringify(r.first_seen))],
-        );
-      }
-      const id = Number((await c.query('INSERT INTO ledger_changes (origin, devices, workers, telemetry) VALUES ($1, $2, $3, true) RETURNING id', [this.config.nodeId, keys, []])).rows[0].id);
-      await c.query('SELECT pg_notify($1, $2)', ['kurrent_ledger', `${id} ${this.config.nodeId}`]);
-      return id;
-    }, LOCK.ledger);
+    let id: number;
+    try {
+      // Under the ledger lock like every commit, so ledger_changes ids commit in order.
+      id = await this.db.tx(async (c) => {
+        // TELEMETRY_PER_STATEMENT devices a statement, their fields one JSON parameter (jsonParam).
+        for (let i = 0; i < keys.length; i += TELEMETRY_PER_STATEMENT) {
+          await c.query(
+            `UPDATE devices d SET data = d.data || jsonb_build_object('uuid', u.uuid, 'fingerprint', u.fingerprint, 'last_seen', u.last_seen, 'first_seen', CASE WHEN jsonb_typeof(d.data->'first_seen') = 'string' THEN d.data->'first_seen' ELSE u.first_seen END)
+             FROM json_to_recordset($1::json) AS u(mac text, uuid jsonb, fingerprint jsonb, last_seen jsonb, first_seen jsonb) WHERE d.mac = u.mac`,
+            [telemetryJson(keys, i, i + TELEMETRY_PER_STATEMENT, this.devices)],
+          );
+        }
+        const row = await c.query('INSERT INTO ledger_changes (origin, devices, workers, telemetry) VALUES ($1, ARRAY(SELECT json_array_elements_text($2::json)), $3, true) RETURNING id', [this.config.nodeId, jsonParam(keys), []]);
+        const id = Number(row.rows[0].id);
+        await c.query('SELECT pg_notify($1, $2)', ['kurrent_ledger', `${id} ${this.config.nodeId}`]);
+        return id;
+      }, LOCK.ledger);
+    } catch (e) {
+      this.devices.restoreDirty(keys);
+      throw e;
+    }
     this.observeCommit((performance.now() - t0) / 1000, 'telemetry');
-    for (const k of keys) this.devices.dirtyKeys.delete(k);
     // Our own telemetry row: the cache already holds it; others' rows in between come with the next catch-up.
     if (id === this.version + 1) this.version = id;
   }
@@ -329,3 +334,12 @@ function pgFailure(e: unknown): unknown {
   return e;
 }
 
+/** The telemetry of keys[from..to) for json_to_recordset, absent fields null. */
+function telemetryJson(keys: string[], from: number, to: number, devices: { get(k: string): DeviceRecord | undefined }): Buffer {
+  const rows: TelemetryRow[] = [];
+  for (let i = from; i < Math.min(to, keys.length); i++) {
+    const d = devices.get(keys[i])!;
+    rows.push({ mac: keys[i], uuid: d.uuid ?? null, fingerprint: d.fingerprint ?? null, first_seen: d.first_seen ?? null, last_seen: d.last_seen ?? null });
+  }
+  return jsonParam(rows);
+}

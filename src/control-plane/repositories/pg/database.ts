@@ -27,6 +27,20 @@ export const LOCK = { migrate: 1, ledger: 2, audit: 3, documents: 4, credentials
 const CLASS = 0x6b75;
 
 /**
+ * A value as one statement parameter, read by `$n::json` (json_to_recordset,
+ * json_array_elements_text), in place of array parameters, which pg renders by string
+ * concatenation (a tree of small strings and escaped copies per element). A Buffer, which pg sends
+ * in binary, and json's binary form is its text (jsonb's is not: cast to json). pg holds a
+ * statement's parameters until the server answers, which a storm's scavenges outlive: as strings
+ * they were promoted to die in the old generation, and RSS rose through a 20 s storm at 100,000
+ * seats to 715-760 MB; a Buffer's bytes are outside V8's heap, and full GCs came during the storm
+ * (at most 577 MB).
+ */
+export function jsonParam(value: unknown): Buffer {
+  return Buffer.from(JSON.stringify(value));
+}
+
+/**
  * The PostgreSQL connection of a control plane (IPXE_CP_STORE=postgres): a pool for queries and
  * transactions, one dedicated client for LISTEN, sessions for leases. All SQL of the app goes
  * through here, so tests and the file store never touch `pg`.
