@@ -209,18 +209,6 @@ describe('LedgerMap', () => {
     expect(seen.get('b')?.last).toBe('t2');
   });
 
-  it('a record deleted by a commit or a replayed change leaves nothing dirty behind it', async () => {
-    type Seen = { id: string; last: string };
-    const seen = new LedgerMap<Seen>(path.join(dir, 'gone.yml'), 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
-    seen.loadSync();
-    seen.apply(new Map([['a', { id: 'a', last: 't0' }], ['b', { id: 'b', last: 't0' }], ['c', { id: 'c', last: 't0' }]]));
-    for (const k of ['a', 'b', 'c']) seen.touch(k, { id: k, last: 't1' });
-    seen.apply(new Map([['a', undefined]]));
-    seen.replay('b', undefined);
-    expect([seen.dirtyKeys.size, [...seen.dirtyKeys], seen.takeDirty()]).toEqual([1, ['c'], ['c']]);
-    expect((seen.dirtyKeys as unknown as { marked: Map<string, boolean> }).marked.size).toBe(1);
-  });
-
   it('reloads after a hand edit and only then', async () => {
     fs.writeFileSync(file, 'workers:\n  a: {"state":"registered"}\n');
     const m = mk();

@@ -231,7 +231,8 @@ export class PgLedgerRepository extends LedgerRepository implements OnModuleInit
     // The set is taken whole (see LedgerMap.takeDirty): a report landing while this writes goes to
     // the next flush; before, the keys were deleted one by one after the write, and a report that
     // landed meanwhile lost its telemetry in the database until the device's next one.
-    const keys = this.devices.takeDirty().filter((k) => this.devices.has(k));
+    const taken = this.devices.takeDirty();
+    const keys = [...taken].filter((k) => this.devices.has(k));
     if (!keys.length) return;
     const t0 = performance.now();
     let id: number;
