@@ -193,10 +193,9 @@ describe('LedgerMap', () => {
     expect(lines.size).toBe(2);
   });
 
-  it('keeps no line-cache entry for telemetry on a map whose lines were never rendered (PostgreSQL)', async () => {
+  it('keeps no line-cache entry for telemetry on a map not loaded from its file (PostgreSQL)', () => {
     type Seen = { id: string; last: string };
     const seen = new LedgerMap<Seen>(path.join(dir, 'never.yml'), 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
-    seen.loadSync();
     const a = { id: 'a', last: 't0' };
     seen.apply(new Map([['a', a], ['b', { id: 'b', last: 't0' }]]));
     const lines = (seen as unknown as { lines: Map<string, string> }).lines;
@@ -207,6 +206,19 @@ describe('LedgerMap', () => {
     expect(lines.size).toBe(0);
     expect(seen.get('a')?.last).toBe('t2');
     expect(seen.get('b')?.last).toBe('t2');
+  });
+
+  it('loaded from its file, the first checkpoint keeps no line of a record touched before it', async () => {
+    type Seen = { id: string; last: string };
+    const file = path.join(dir, 'first.yml');
+    fs.writeFileSync(file, 'seen:\n  "a": {"id":"a","last":"t0"}\n  "b": {"id":"b","last":"t0"}\n');
+    const seen = new LedgerMap<Seen>(file, 'seen', '# seen', (_k, v) => ({ ok: true, value: v as Seen }), new FileSystem());
+    seen.loadSync();
+    const lines = (seen as unknown as { lines: Map<string, string> }).lines;
+    seen.touchInPlace('a', seen.get('a')!, (r) => (r.last = 't1'));
+    await seen.checkpoint();
+    expect(fs.readFileSync(file, 'utf8')).toContain('"a": {"id":"a","last":"t1"}');
+    expect(Object.fromEntries([...lines].map(([k, v]) => [k, v.startsWith('{') ? v : 'none']))).toEqual({ a: 'none', b: '{"id":"b","last":"t0"}' });
   });
 
   it('reloads after a hand edit and only then', async () => {

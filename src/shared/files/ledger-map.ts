@@ -130,11 +130,17 @@ export class LedgerMap<T extends object> {
     return this.map.entries();
   }
 
-  /** Loads the file (missing = empty); throws LedgerFileError naming file and line. */
   /** SHA-256 of the file's text as this process last read, wrote or adopted it ('' when absent). */
   knownSha = '';
+  /**
+   * Loaded from its file, whose checkpoints render the lines (the file store). A map filled
+   * otherwise (PostgreSQL) renders none, and a touch leaves its line cache alone (markMoved).
+   */
+  private fromFile = false;
 
+  /** Loads the file (missing = empty); throws LedgerFileError naming file and line. */
   loadSync(): void {
+    this.fromFile = true;
     // Read in chunks, hashed and cut into lines as they come (no 45 MB Buffer or string at 100,000
     // entries). A file our fast path does not take (a hand-written YAML layout) is read again whole.
     const hash = createHash('sha256');
@@ -290,12 +296,13 @@ export class LedgerMap<T extends object> {
   }
 
   /**
-   * Marks a cached line stale without dropping its entry (see lineOf). Only where an entry
-   * exists: on PostgreSQL nothing renders lines, and an entry per touched device would sit in
-   * the map until the next load (~5 MB after a storm at 100,000 seats).
+   * Marks the record's line stale without dropping its entry (see lineOf). Not on a map that
+   * renders no lines (PostgreSQL): an entry per touched device would sit there until the next
+   * load (~5 MB after a storm at 100,000 seats). On the file store also before the first
+   * checkpoint, so that checkpoint keeps no line of a record a storm is moving.
    */
   private markMoved(key: string): void {
-    if (this.lines.has(key)) this.lines.set(key, MOVED);
+    if (this.fromFile || this.lines.has(key)) this.lines.set(key, MOVED);
   }
 
   /** A change-log record's value for key, applied at start (replay). */
