@@ -631,9 +631,14 @@ describe('two control planes on one PostgreSQL', () => {
       const last = macs[n - 1];
       const d = ledger.devices.get(last)!;
       ledger.devices.touch(last, { ...d, fingerprint: { ...d.fingerprint, serial: 'S-LAST' } });
+      // A record whose fingerprint holds what PostgreSQL refuses in JSON text (reports clean it
+      // out; a record from elsewhere may not): U+FFFD, and the flush goes through.
+      const odd = macs[0];
+      const o = ledger.devices.get(odd)!;
+      ledger.devices.touch(odd, { ...o, fingerprint: { ...o.fingerprint, serial: 'S\u0000\udc00' } });
       await ledger.flushTelemetry();
       const rows = (await peer.query("SELECT mac, data->>'last_seen' AS last_seen, data->'fingerprint'->>'serial' AS serial FROM devices ORDER BY mac")).rows;
-      expect(rows).toEqual(macs.map((m) => ({ mac: m, last_seen: `seen-${m}`, serial: m === last ? 'S-LAST' : null })));
+      expect(rows).toEqual(macs.map((m) => ({ mac: m, last_seen: `seen-${m}`, serial: m === last ? 'S-LAST' : m === odd ? 'S\ufffd\ufffd' : null })));
       const feed = (await peer.query('SELECT devices FROM ledger_changes WHERE telemetry ORDER BY id')).rows;
       expect(feed.map((r) => [...r.devices].sort())).toEqual([[...macs].sort()]);
       expect(ledger.devices.dirtyKeys.size).toBe(0);
@@ -847,8 +852,11 @@ describe('two control planes on one PostgreSQL', () => {
         ...(i % 3 ? { worker: `w${i}` } : {}),
         ...(i % 4 ? { detail: { answer: i % 5 ? 'disk' : 'say "hi" \\ to Zoë' } } : {}),
       }));
-      await writer.append(events);
-      expect(await reader.pull()).toEqual(events);
+      // And one whose detail holds what PostgreSQL refuses in JSON text (a NUL, an unpaired
+      // surrogate): stored as U+FFFD, not a batch refused at every retry.
+      const odd: BootEvent = { at: at + count, mac: '02:00:00:01:ff:ff', stage: 'disk', node: 'parts-a', detail: { initiator: 'iqn\u0000x\ud800' } };
+      await writer.append([...events, odd]);
+      expect(await reader.pull()).toEqual([...events, { ...odd, detail: { initiator: 'iqn\ufffdx\ufffd' } }]);
       const top = (await dbase.query<{ m: string }>('SELECT max(id)::text AS m FROM boot_events')).rows[0].m;
       expect((writer as unknown as { ownNewest: string }).ownNewest).toBe(top);
     } finally {

@@ -37,8 +37,15 @@ const CLASS = 0x6b75;
  * (at most 577 MB).
  */
 export function jsonParam(value: unknown): Buffer {
-  return Buffer.from(JSON.stringify(value));
+  const text = JSON.stringify(value);
+  // PostgreSQL refuses a NUL or an unpaired surrogate in a JSON string (JSON.stringify escapes
+  // them as \u0000 and \udXXX), and one such string would fail its whole batch again at every
+  // retry. They become U+FFFD, as the UTF-8 encoding of text parameters turned an unpaired
+  // surrogate before. Only an escape after an even run of backslashes is one (\\u0000 is text).
+  return Buffer.from(text.includes('\\u') ? text.replace(REFUSED_ESCAPE, '$1\\ufffd') : text);
 }
+
+const REFUSED_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f][0-9a-f]{2})/gi;
 
 /**
  * The PostgreSQL connection of a control plane (IPXE_CP_STORE=postgres): a pool for queries and
