@@ -139,6 +139,22 @@ describe('GET /boot-vars (section 5)', () => {
     expect(stats.misses - before).toBe(1);
   });
 
+  it("a name that is a worker's id follows that worker in the answer cache: changed or removed, its cached answer goes", async () => {
+    await seed();
+    const stats = t.app.get(BootService).cacheStats;
+    expect((await get('?hostname=w2')).text).toContain('# boot vars for pc-2');
+    const hits = stats.hits;
+    expect((await get('?hostname=w2')).text).toContain('# boot vars for pc-2');
+    expect(stats.hits - hits).toBe(1);
+    expect((await t.req('PUT', '/workers/w2/default-os', { menu_default: 'shell' })).status).toBe(200);
+    expect((await get('?hostname=w2')).text).toContain('set menu-default shell');
+    // w2 removed: the name answers nothing, then the worker that takes it as its hostname.
+    expect((await t.req('DELETE', '/workers/w2')).status).toBe(200);
+    expect((await get('?hostname=w2')).text).toBe(EMPTY);
+    expect((await t.req('POST', '/workers', { worker_id: 'w9', hostname: 'w2' })).status).toBe(201);
+    expect((await get('?hostname=w2')).text).toContain('# boot vars for w2\n');
+  });
+
   it('unknown MACs share one answer and take no cache slot; pooled devices share one encoded answer; a hit is the cached bytes', async () => {
     await seed({ IPXE_CP_AUTO_REGISTER: 'false' });
     const svc = t.app.get(BootService);

@@ -254,10 +254,14 @@ export class BootService implements OnModuleInit {
     }
     const host = typeof rawHostname === 'string' ? normalizeId(rawHostname) : null;
     if (host) {
-      const id = store.workers.has(host) ? host : store.workerIdByHostname().get(host);
+      const byId = store.workers.has(host);
+      const id = byId ? host : store.workerIdByHostname().get(host);
       const w = id === undefined ? undefined : store.workers.get(id);
       ownHost = w?.hostname === host ? w.hostname : w?.worker_id === host ? w.worker_id : undefined;
-      list.push('h', ownHost ?? ownString(host));
+      // A worker's id names that worker for as long as it exists (resolve looks ids up first), and
+      // its 'w' key (listed below) drops the answer when it changes or goes: no 'h' key then (one
+      // less map entry a seat whose iPXE sends its worker id as the hostname).
+      if (!byId) list.push('h', ownHost ?? ownString(host));
       if (w) {
         known = true;
         // Usually the device's own worker, already listed: a key once (drop deletes it once).
