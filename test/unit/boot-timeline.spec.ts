@@ -169,7 +169,7 @@ describe('boot sessions service: loops', () => {
     const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: action, stuck_after_seconds: 300 } };
     const audit = { record: (op: string, f: unknown) => (audits.push({ op, ...(f as object) }), Promise.resolve()) };
     let onChange: (c: unknown) => void = () => undefined;
-    const ledger = { onBootChange: (fn: (c: unknown) => void) => (onChange = fn) };
+    const ledger = { devices: new Map(), onBootChange: (fn: (c: unknown) => void) => (onChange = fn) };
     const svc = new BootSessionsService(repo as never, settings as never, audit as never, { now: () => new Date(now) } as never, { nodeId: 'n1' } as never, ledger as never);
     void svc.onModuleInit();
     const changes: string[] = [];
@@ -202,6 +202,42 @@ describe('boot sessions service: loops', () => {
     expect(audits.filter((a) => (a as { op: string }).op === 'device.boot_hold.release')).toEqual([expect.objectContaining({ mac: MAC, client: 'op' })]);
     await svc.flush();
     expect(written.flat().filter((e) => e.stage === 'release')).toHaveLength(1);
+  });
+
+  it('tells the change listeners once when a quiet boot passes stuck_after_seconds, per boot, and not before; a later stage sets a new deadline', async () => {
+    const { svc, tick } = make('keep-looping');
+    clearInterval((svc as unknown as { timer: NodeJS.Timeout }).timer);
+    let changed = 0;
+    svc.onChanged(() => changed++);
+    const other = '02:00:00:00:00:09';
+    svc.seen({ mac: MAC, stage: 'report', worker: 'w1' });
+    await svc.flush(); // the report itself
+    expect(changed).toBe(1);
+    tick(200_000);
+    svc.seen({ mac: other, stage: 'report' });
+    await svc.flush();
+    expect(changed).toBe(2);
+    tick(99_000); // MAC's deadline is 1 s away
+    await svc.flush();
+    expect(changed).toBe(2);
+    tick(1000); // MAC's passes, other's not yet
+    await svc.flush();
+    expect(changed).toBe(3);
+    await svc.flush();
+    expect(changed).toBe(3);
+    // A stage of the other boot moves its deadline: 300 s from it, not from its report.
+    svc.seen({ mac: other, stage: 'vars', detail: { answer: 'reboot', reason: 'r' } });
+    await svc.flush();
+    expect(changed).toBe(4);
+    tick(299_000);
+    await svc.flush();
+    expect(changed).toBe(4);
+    tick(1000);
+    await svc.flush();
+    expect(changed).toBe(5);
+    tick(1_000_000);
+    await svc.flush();
+    expect(changed).toBe(5);
   });
 
   it('writes pending events at once past 2,000 (events of a storm die young), one batch at a time, and not again after a refusal until a flush writes', async () => {
@@ -312,7 +348,7 @@ describe('boot sessions service: pruning to what the timelines hold', () => {
   const LOOPER = '02:00:00:00:00:0d';
   const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: 'hold', stuck_after_seconds: 300 } };
   const audit = { record: () => Promise.resolve() };
-  const store = { onBootChange: () => undefined };
+  const store = { devices: new Map(), onBootChange: () => undefined };
   const service = (clock: { now: () => Date }, stored: BootEvent[], loaded: BootEvent[]) => {
     const repo = { load: (_since: number, apply: (e: BootEvent) => void) => (loaded.forEach(apply), Promise.resolve()), append: (b: BootEvent[]) => (stored.push(...b), Promise.resolve()), pull: () => Promise.resolve([]), prune: () => Promise.resolve(), ...NO_SNAPSHOT };
     return new BootSessionsService(repo as never, settings as never, audit as never, clock as never, { nodeId: 'n1' } as never, store as never);
@@ -424,7 +460,7 @@ describe('boot sessions service: the snapshot a clean shutdown leaves', () => {
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
   const settings = { bootPolicy: { loop_threshold: 3, loop_window_minutes: 10, loop_action: 'hold', stuck_after_seconds: 300 } };
   const audit = { record: () => Promise.resolve() };
-  const store = { onBootChange: () => undefined };
+  const store = { devices: new Map(), onBootChange: () => undefined };
   let now = 10_000_000_000;
   const clock = { now: () => new Date(now) };
   /** A control plane on the state directory, and how many stored events its start read. */
@@ -546,7 +582,7 @@ describe('boot sessions service: the snapshot each prune leaves, for a start aft
     const read = { events: 0 };
     const load = repo.load.bind(repo);
     repo.load = (since, apply) => load(since, (e) => (read.events++, apply(e)));
-    const svc = new BootSessionsService(repo, settings as never, { record: () => Promise.resolve() } as never, clock as never, config, { onBootChange: () => undefined } as never);
+    const svc = new BootSessionsService(repo, settings as never, { record: () => Promise.resolve() } as never, clock as never, config, { devices: new Map(), onBootChange: () => undefined } as never);
     return { svc, repo, read };
   };
   const mac = (i: number) => `02:00:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`;

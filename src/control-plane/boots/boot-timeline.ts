@@ -331,6 +331,12 @@ export class BootTimeline {
   releasedAt = 0;
   /** Set while the device is looping: when it was detected and why. */
   looping: { since: number; reason: string } | null = null;
+  /**
+   * When the boot in progress turns stuck if nothing more comes (ms since the epoch; 0: none):
+   * set and cleared by BootSessionsService. A field rather than a map of its own: a map entry and a
+   * boxed time a seat, a new box on every event (~5 MB at 100,000 seats, and promoted garbage).
+   */
+  deadline = 0;
   /** The newest boot: an object, the only session ever marked. */
   private newest: BootSession | undefined = undefined;
   /** The boots before it, in the arena: the slot of the newest of them (each links to the next older), and how many. */
