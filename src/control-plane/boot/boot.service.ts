@@ -16,7 +16,7 @@ import { ChallengeService, ChallengeUse } from './challenge.service';
 import { DiskResetService } from './disk-reset.service';
 import { DiskVarsResolver } from './disk-vars';
 import { EncodedAnswer } from './encoded-answer';
-import { AnswerSlot } from './answer-slot';
+import { AnswerSlot, CachedAnswer } from './answer-slot';
 import { BOOT_BLOCKERS, BootBlockerCode, BootReadinessDto } from './dto/boot-readiness.dto';
 import type { BootMenuDto, BootVarsDto } from './dto/boot-vars.dto';
 import { checkVars, IpxeVar, REFUSED_SCRIPT, renderBlocked, renderHold, renderIpxe, ScriptRefused } from './ipxe-script';
@@ -52,21 +52,20 @@ const REFUSED_JSON: Record<string, never> = Object.freeze({}) as Record<string, 
  */
 const ANSWER_CACHE_BASE = 50_000;
 const ANSWERS_PER_DEVICE = 4;
-/** A cached answer and what serving it tells the boot sessions (null: nothing, an unknown device). */
-type Entry = { body: EncodedAnswer; note: StageNote | null; restores: boolean };
-type Slot = AnswerSlot<Entry>;
 /** The ledger keys a cached answer read: a device by MAC, a worker by id, a name workers answer to. */
 type DepKind = 'd' | 'w' | 'h';
-/** One cached answer a change of a key drops: its slot and the hostname it is kept under. */
-class DepRef {
+/** One cached answer a change of a key drops, kept in a slot's Map: its slot and the hostname it is kept under. */
+class HostRef {
   constructor(
-    readonly slot: Slot,
+    readonly slot: AnswerSlot,
     readonly host: string | undefined,
   ) {}
 }
+/** The answer in a slot's own fields is referred to by the slot itself (AnswerSlot.ownsAnswerOf), any other by a HostRef. */
+type DepRef = AnswerSlot | HostRef;
 /** A key's answers: the one, or a list from the second on. */
 type DepRefs = DepRef | DepRef[];
-type AnswerMap = Map<string | undefined, Slot>;
+type AnswerMap = Map<string | undefined, AnswerSlot>;
 /**
  * Raw query values that may key a cached answer: absent, or a string no longer than any valid
  * MAC or hostname spelling, so unauthenticated requests with huge values cannot fill memory.
@@ -150,7 +149,7 @@ export class BootService implements OnModuleInit {
     this.deps[kind].delete(key);
     for (const ref of Array.isArray(refs) ? refs : [refs]) {
       this.depRefs--;
-      if (ref.slot.delete(ref.host)) this.answersSize--;
+      if (ref instanceof AnswerSlot ? ref.deleteOwn() : ref.slot.delete(ref.host)) this.answersSize--;
     }
   }
 
@@ -212,11 +211,12 @@ export class BootService implements OnModuleInit {
     const host = typeof rawHostname === 'string' ? (rawHostname === keys.host ? keys.host : ownString(rawHostname)) : undefined;
     // A boot of this MAC restores reset-mode disks first: a hit must still go through DiskResetService.
     const mac = format === 'ipxe' && typeof rawMac === 'string' ? normalizeMac(rawMac) : null;
-    slot.set(host, { body: enc, note, restores: mac !== null && this.resets.restoresOnBoot(mac) });
+    slot.set(host, enc, note, mac !== null && this.resets.restoresOnBoot(mac));
     this.answersSize++;
-    // One reference shared by every key. A key with one answer holds the reference itself, a list
-    // from the second on (a list of one was ~56 bytes a key, three keys an answer, at 100,000 seats).
-    const ref = new DepRef(slot, host);
+    // One reference shared by every key: the slot itself for the answer in its own fields (nearly
+    // all), else a HostRef. A key with one answer holds the reference itself, a list from the
+    // second on (a list of one was ~56 bytes a key, three keys an answer, at 100,000 seats).
+    const ref = slot.ownsAnswerOf(host) ? slot : new HostRef(slot, host);
     for (let i = 0; i < keys.list.length; i += 2) {
       const deps = this.deps[keys.list[i] as DepKind];
       const key = keys.list[i + 1];
@@ -335,10 +335,12 @@ export class BootService implements OnModuleInit {
     );
   }
 
-  private serve(hit: Entry): EncodedAnswer {
+  private serve(hit: CachedAnswer): EncodedAnswer {
     this.cacheStats.hits++;
+    // Read first: hit may be its slot, and what seen() tells listeners may drop the device's answers.
+    const body = hit.body;
     if (hit.note) this.sessions.seen(hit.note);
-    return hit.body;
+    return body;
   }
 
   /** Set by a render whose answer does not depend on which device asked (a pooled device's). */
