@@ -13,9 +13,9 @@ const read = (slot: AnswerSlot, host: string | undefined) => {
 /** The answer cache's per-MAC slot answers as a Map would, for every sequence of its operations. */
 describe('AnswerSlot', () => {
   const HOSTS = [undefined, 'seat-1', 'SEAT-1'];
-  const op = fc.record({ kind: fc.constantFrom('set', 'delete', 'deleteOwn'), host: fc.constantFrom<string | undefined>(...HOSTS), value: fc.integer() });
+  const op = fc.record({ kind: fc.constantFrom('set', 'delete', 'deleteOwn', 'clear'), host: fc.constantFrom<string | undefined>(...HOSTS), value: fc.integer() });
 
-  it('matches a Map under any sequence of set and delete (get compared after each); deleteOwn drops the one answer ownsAnswerOf named', () => {
+  it('matches a Map under any sequence of set and delete (get compared after each); deleteOwn drops the one answer ownsAnswerOf named, clear all and counts them', () => {
     fc.assert(
       fc.property(fc.array(op, { maxLength: 30 }), (ops) => {
         const slot = new AnswerSlot();
@@ -26,7 +26,10 @@ describe('AnswerSlot', () => {
             put(slot, o.host, a);
             map.set(o.host, a);
           } else if (o.kind === 'delete') expect(slot.delete(o.host)).toBe(map.delete(o.host));
-          else {
+          else if (o.kind === 'clear') {
+            expect(slot.clear()).toBe(map.size);
+            map.clear();
+          } else {
             const own = HOSTS.filter((h) => slot.ownsAnswerOf(h));
             expect(own.length).toBeLessThanOrEqual(1);
             expect(slot.deleteOwn()).toBe(own.length === 1);

@@ -72,6 +72,14 @@ export class AnswerSlot implements CachedAnswer {
     return true;
   }
 
+  /** Drops every answer; returns how many there were. */
+  clear(): number {
+    const n = (this.held ? 1 : 0) + (this.more?.size ?? 0);
+    this.deleteOwn();
+    this.more = null;
+    return n;
+  }
+
   private fill(body: EncodedAnswer, note: StageNote | null, restores: boolean): void {
     this.body = body;
     this.note = note;

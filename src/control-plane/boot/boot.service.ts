@@ -144,6 +144,9 @@ export class BootService implements OnModuleInit {
   }
 
   private drop(kind: DepKind, key: string): void {
+    // Every answer kept under a MAC spelled as the ledger spells it read that device: those go
+    // with their slots (remember lists no 'd' key for them).
+    if (kind === 'd') for (const byFormat of Object.values(this.answers)) for (const m of Object.values(byFormat)) this.answersSize -= m.get(key)?.clear() ?? 0;
     const refs = this.deps[kind].get(key);
     if (!refs) return;
     this.deps[kind].delete(key);
@@ -217,7 +220,11 @@ export class BootService implements OnModuleInit {
     // all), else a HostRef. A key with one answer holds the reference itself, a list from the
     // second on (a list of one was ~56 bytes a key, three keys an answer, at 100,000 seats).
     const ref = slot.ownsAnswerOf(host) ? slot : new HostRef(slot, host);
+    // A slot keyed by the device's own MAC string is dropped whole with that device (drop): no 'd'
+    // key for its answers (one map entry less a seat; iPXE spells the MAC as the ledger does).
+    const bySlot = typeof rawMac === 'string' && rawMac === keys.mac;
     for (let i = 0; i < keys.list.length; i += 2) {
+      if (bySlot && keys.list[i] === 'd') continue;
       const deps = this.deps[keys.list[i] as DepKind];
       const key = keys.list[i + 1];
       const refs = deps.get(key);
