@@ -74,15 +74,17 @@ export class MemFs extends FileSystem {
   }
   /** Pieces kept in memory until the commit, which is one atomic write (as writeAtomic's). */
   override async openAtomic(f: string): Promise<AtomicFileWriter> {
-    const parts: string[] = [];
+    const parts: Buffer[] = [];
     return {
-      write: async (d) => void parts.push(d.toString()),
-      writeAt: async () => {
-        throw new Error('MemFs: writeAt is not supported');
+      write: async (d) => void parts.push(Buffer.from(d)),
+      writeAt: async (offset, d) => {
+        const all = Buffer.concat(parts.splice(0));
+        d.copy(all, offset);
+        parts.push(all);
       },
       commit: async () => {
         this.fail(f);
-        this.put(f, parts.join(''));
+        this.put(f, Buffer.concat(parts).toString());
         this.writes.push([f, 'atomic']);
       },
       abort: async () => undefined,

@@ -4,8 +4,20 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { normalizeId, normalizeMac } from '../../src/shared/mac';
 import { AtomicFileWriter, FileSystem } from '../../src/shared/files/file-system';
-import { LedgerMap } from '../../src/shared/files/ledger-map';
-import { newWorker, validateWorker, WorkerRecord } from '../../src/control-plane/repositories/ledger/records';
+import { LedgerMap, type Seal } from '../../src/shared/files/ledger-map';
+import { isDeviceMac } from '../../src/shared/grammars';
+import { keySha256 } from '../../src/control-plane/common/device-key';
+import {
+  DEVICE_SEAL,
+  DeviceRecord,
+  emptyFingerprint,
+  LEDGER_GRAMMAR,
+  newWorker,
+  validateDevice,
+  validateWorker,
+  WORKER_SEAL,
+  WorkerRecord,
+} from '../../src/control-plane/repositories/ledger/records';
 
 describe('MAC and id normalisation', () => {
   it.each([
@@ -290,5 +302,111 @@ describe('LedgerMap: loading a file larger than one read chunk', () => {
     expect(m.get('seat-5000')).toEqual(newWorker('seat-5000', { state: 'ready' }));
     expect(m.get('seat-5999')).toEqual(many.get('seat-5999'));
     expect(m.knownSha).toBe(sha());
+  });
+});
+
+describe('LedgerMap: files sealed by their checkpoints', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledger-sealed-'));
+  const file = path.join(dir, 'workers.yml');
+  const validator = jest.fn(validateWorker);
+  const mk = (seal: Seal<WorkerRecord> | null = WORKER_SEAL) => new LedgerMap<WorkerRecord>(file, 'workers', '# header', validator, new FileSystem(), undefined, seal ?? undefined);
+  const sha = () => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+  // ~2.5 MB: more than two read chunks, the seal's hash cut across them.
+  const many = new Map<string, WorkerRecord>();
+  for (let i = 0; i < 6000; i++) {
+    const id = `seat-${i}`;
+    many.set(id, newWorker(id, { arch: i % 2 ? 'aarch64' : 'x86_64', default_os: `Débian ✓ ${'x'.repeat(i % 300)}`, created_at: '2026-12-04T00:00:00.000Z' }));
+  }
+  let written = '';
+  let small = '';
+  beforeEach(() => validator.mockClear());
+
+  it('a checkpoint seals the file in its header, and a start takes that file without validating an entry', async () => {
+    const m = mk();
+    m.loadSync();
+    m.apply(many);
+    await m.checkpoint();
+    written = fs.readFileSync(file, 'utf8');
+    const [header, seal] = written.split('\n', 2);
+    const below = written.slice(header.length + seal.length + 2);
+    expect(header).toBe('# header');
+    expect(below.startsWith('workers:\n  "seat-0": ')).toBe(true);
+    expect(seal).toBe(`# sealed by Kurrent: grammar ${LEDGER_GRAMMAR}, sha256 of the lines below ${createHash('sha256').update(below).digest('hex')}`);
+    // What the change log's records name as their base: the bytes below the seal.
+    expect(m.knownSha).toBe(createHash('sha256').update(below).digest('hex'));
+    expect(m.render().toString('utf8')).toBe(written);
+    const again = mk();
+    again.loadSync();
+    expect(again.loadedSealed).toBe(true);
+    expect(validator).not.toHaveBeenCalled();
+    expect([...again.entries()]).toEqual([...many.entries()]);
+    expect(again.knownSha).toBe(m.knownSha);
+    // A map without a seal reads the same file, validating each entry (the seal is a comment).
+    const plain = mk(null);
+    plain.loadSync();
+    expect(plain.loadedSealed).toBe(false);
+    expect(plain.knownSha).toBe(sha());
+    expect(validator).toHaveBeenCalledTimes(6000);
+    expect([...plain.entries()]).toEqual([...many.entries()]);
+    const three = new LedgerMap<WorkerRecord>(path.join(dir, 'three.yml'), 'workers', '# header', validator, new FileSystem(), undefined, WORKER_SEAL);
+    three.loadSync();
+    three.apply(new Map([...many].slice(0, 3)));
+    await three.checkpoint();
+    small = fs.readFileSync(three.file, 'utf8');
+  });
+
+  it('an entry edited by hand breaks the seal: every entry is validated, a bad one refused with its line number', () => {
+    const lines = written.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('  "seat-5000"'));
+    lines[at] = lines[at].replace('"state":"registered"', '"state":"ready"');
+    fs.writeFileSync(file, lines.join('\n'));
+    const m = mk();
+    m.loadSync();
+    expect(m.loadedSealed).toBe(false);
+    expect(validator).toHaveBeenCalledTimes(6000);
+    expect(m.get('seat-5000')).toEqual({ ...many.get('seat-5000'), state: 'ready' });
+    expect(m.knownSha).toBe(createHash('sha256').update(lines.slice(2).join('\n')).digest('hex'));
+    // The same text merged as a hand edit while running gets the same knownSha.
+    const running = mk();
+    running.loadSync();
+    const c = running.checkFile();
+    expect(c.kind).toBe('same');
+    running.adopt(new Map(), new Map(), null, [], lines.join('\n'));
+    expect(running.knownSha).toBe(m.knownSha);
+    lines[at] = lines[at].replace('"state":"ready"', '"state":"flying"');
+    fs.writeFileSync(file, lines.join('\n'));
+    expect(() => mk().loadSync()).toThrow(`${file}:${at + 1}: "seat-5000": state must be one of registered, ready, installing`);
+    lines[at] = lines.find((l) => l.startsWith('  "seat-0"'))!.replace('"seat-0"', '"seat-1"');
+    fs.writeFileSync(file, lines.join('\n'));
+    expect(() => mk().loadSync()).toThrow(`${file}:${at + 1}: duplicate key "seat-1"`);
+  });
+
+  it.each([
+    ['another grammar', (t: string) => t.replace(`grammar ${LEDGER_GRAMMAR},`, `grammar ${LEDGER_GRAMMAR + 1},`)],
+    ['an entry added below', (t: string) => `${t}  "late": ${JSON.stringify(newWorker('late'))}\n`],
+    ['a blank line added at the end', (t: string) => `${t}\n`],
+    ['the seal below the root key', (t: string) => t.replace(/^(# header\n)(# sealed[^\n]*\n)(workers:\n)/, '$1$3$2')],
+    ['a blank line above the seal', (t: string) => t.replace('# header\n', '# header\n\n')],
+  ])('%s: the file is validated entry by entry', (_name, edit) => {
+    fs.writeFileSync(file, edit(small));
+    const m = mk();
+    m.loadSync();
+    expect(m.loadedSealed).toBe(false);
+    expect(validator).toHaveBeenCalledTimes(m.size);
+    for (const [k, v] of many) if (m.has(k)) expect(m.get(k)).toEqual(v);
+  });
+
+  it('adopts any JSON an unsealed file holds without throwing: the validator names what is wrong', () => {
+    fs.writeFileSync(file, `workers:\n  "a": {"state":"registered","arch":7,"boot":null}\n  "b": {"state":"registered","boot":5}\n`);
+    expect(() => mk().loadSync()).toThrow(`${file}:3: "b": boot must be a mapping`);
+    const devices = path.join(dir, 'devices.yml');
+    fs.writeFileSync(devices, `devices:\n  "02:00:00:00:00:01": {"state":"pooled","fingerprint":null}\n  "02:00:00:00:00:02": {"state":"pooled","fingerprint":{"manufacturer":7}}\n  "02:00:00:00:00:03": {"state":"pooled","fingerprint":[1]}\n`);
+    const d = new LedgerMap<DeviceRecord>(devices, 'devices', '', validateDevice, new FileSystem(), undefined, DEVICE_SEAL);
+    expect(() => d.loadSync()).toThrow(`${devices}:4: "02:00:00:00:00:03": fingerprint must be a mapping`);
+  });
+
+  it('the grammar moves with the validators: a change to their code fails here until LEDGER_GRAMMAR is bumped (or the change shown not to matter) and this digest updated', () => {
+    const code = [validateDevice, validateWorker, normalizeMac, normalizeId, isDeviceMac, keySha256, emptyFingerprint].map((f) => f.toString()).join('\n');
+    expect({ grammar: LEDGER_GRAMMAR, code: createHash('sha256').update(code).digest('hex') }).toEqual({ grammar: 1, code: '5f90f39d974ca48d8569525ca39abfab9e9c2bf283425675beeba902464d9248' });
   });
 });

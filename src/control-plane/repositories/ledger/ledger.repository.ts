@@ -6,7 +6,7 @@ import { Mutex } from '../../../shared/files/mutex';
 import { AppConfig } from '../../config/app-config';
 import type { TxAudit } from '../audit/audit.repository';
 import { Tx } from './ledger-tx';
-import { DeviceRecord, validateDevice, validateWorker, WorkerRecord } from './records';
+import { DEVICE_SEAL, DeviceRecord, validateDevice, validateWorker, WORKER_SEAL, WorkerRecord } from './records';
 
 export { Tx, TxMap } from './ledger-tx';
 
@@ -14,11 +14,13 @@ const DEVICES_HEADER = [
   '# Kurrent device ledger: the authority for device <-> worker bindings (bound_worker_id).',
   '# One device per line in JSON flow style (valid YAML). Hand edits are picked up within a',
   '# second and merged key by key; any YAML layout is accepted, this one loads fastest.',
+  '# The seal below covers what Kurrent wrote: an edited file is checked entry by entry at start.',
 ].join('\n');
 const WORKERS_HEADER = [
   '# Kurrent worker ledger: identity, system disks, install CD and default boot of each worker.',
   '# One worker per line in JSON flow style (valid YAML). Hand edits are picked up within a',
   '# second and merged key by key; any YAML layout is accepted, this one loads fastest.',
+  '# The seal below covers what Kurrent wrote: an edited file is checked entry by entry at start.',
 ].join('\n');
 
 /** A repair the store made to keep an invariant (start-up or hand edit); audited as ledger.repair. */
@@ -95,8 +97,8 @@ export abstract class LedgerRepository {
     fs: FileSystem,
   ) {
     // Reports move last_seen in place (DevicesService.report): a hand-edit merge compares the rest.
-    this.devices = new LedgerMap(path.join(config.stateDir, 'devices.yml'), 'devices', DEVICES_HEADER, validateDevice, fs, (d) => JSON.stringify({ ...d, last_seen: null }));
-    this.workers = new LedgerMap(path.join(config.stateDir, 'workers.yml'), 'workers', WORKERS_HEADER, validateWorker, fs);
+    this.devices = new LedgerMap(path.join(config.stateDir, 'devices.yml'), 'devices', DEVICES_HEADER, validateDevice, fs, (d) => JSON.stringify({ ...d, last_seen: null }), DEVICE_SEAL);
+    this.workers = new LedgerMap(path.join(config.stateDir, 'workers.yml'), 'workers', WORKERS_HEADER, validateWorker, fs, undefined, WORKER_SEAL);
   }
 
   // ---- what an engine provides

@@ -3,7 +3,7 @@ import { keySha256 } from '../../common/device-key';
 const PUBKEY_FORM = /^04[0-9a-f]{128}$/;
 import { isDeviceMac } from '../../../shared/grammars';
 import { normalizeId, normalizeMac } from '../../../shared/mac';
-import type { Validator } from '../../../shared/files/ledger-map';
+import type { Seal, Validator } from '../../../shared/files/ledger-map';
 import { fleetStrings } from '../../../shared/string-pool';
 
 export const DEVICE_STATES = ['pooled', 'bound', 'revoked'] as const;
@@ -243,6 +243,52 @@ export const validateWorker: Validator<WorkerRecord> = (key, v) => {
       ...(typeof v.incarnation === 'string' ? { incarnation: v.incarnation } : {}),
     },
   };
+};
+
+/**
+ * The version of what validateDevice and validateWorker accept and how they normalise. A ledger
+ * file a checkpoint sealed under this grammar is taken at start without validating its entries
+ * again (Seal); bump it with any change to those validators or the helpers they call, so that
+ * files written before are validated once more. The records spec holds a digest of their code
+ * and fails when it moves without this number (test/unit/ledger-map.spec.ts).
+ */
+export const LEDGER_GRAMMAR = 1;
+
+/** Fingerprint fields validateDevice pools (a serial is the device's own). */
+const POOLED_FINGERPRINT = FINGERPRINT_FIELDS.filter((f) => f !== 'serial');
+
+/**
+ * A checkpoint's device line as JSON.parse made it is the record validateDevice returned: only
+ * its strings are shared again. It runs before the seal is known to hold, on any JSON object, so
+ * it never throws and never changes a value (what it gets may still go to validateDevice).
+ */
+export const DEVICE_SEAL: Seal<DeviceRecord> = {
+  grammar: LEDGER_GRAMMAR,
+  adopt: (key, d) => {
+    if (d.mac === key) d.mac = key;
+    const fp = d.fingerprint as unknown as Record<string, unknown> | null;
+    // As validateDevice pools them (JSON.parse itself shares only strings of up to 10 characters).
+    if (typeof fp === 'object' && fp !== null) {
+      for (const f of POOLED_FINGERPRINT) {
+        const x = fp[f];
+        if (typeof x === 'string') fp[f] = fleetStrings.of(x);
+      }
+    }
+    return d;
+  },
+};
+
+/** A checkpoint's worker line as JSON.parse made it (see DEVICE_SEAL). */
+export const WORKER_SEAL: Seal<WorkerRecord> = {
+  grammar: LEDGER_GRAMMAR,
+  adopt: (key, w) => {
+    if (w.worker_id === key) w.worker_id = key;
+    if (w.hostname === key) w.hostname = key;
+    if (typeof w.arch === 'string') w.arch = fleetStrings.of(w.arch);
+    const boot = w.boot as unknown as Record<string, unknown> | null;
+    if (typeof boot === 'object' && boot !== null && typeof boot.menu_default === 'string') boot.menu_default = fleetStrings.of(boot.menu_default);
+    return w;
+  },
 };
 
 /** A fresh worker entry: registered, no disks, no CD, no default boot. */
