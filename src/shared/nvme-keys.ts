@@ -33,6 +33,8 @@ for (let n = 0; n < 256; n++) {
 }
 /** Decoded bytes of one secret (at most a 64-byte key and its CRC). */
 const DECODED = new Uint8Array(68);
+/** The one key length of transforms 01-03 (00 takes 32, 48 or 64). */
+const TRANSFORM_KEY_LEN = [0, 32, 48, 64];
 
 /**
  * True for a well-formed `DHHC-1:<hh>:<base64>:` secret, decided in JavaScript: no regular
@@ -67,7 +69,7 @@ function dhchapKeyValid(value: string): boolean {
     }
   }
   const keyLen = bytes - 4;
-  if (hh === 0 ? keyLen !== 32 && keyLen !== 48 && keyLen !== 64 : keyLen !== [0, 32, 48, 64][hh]) return false;
+  if (hh === 0 ? keyLen !== 32 && keyLen !== 48 && keyLen !== 64 : keyLen !== TRANSFORM_KEY_LEN[hh]) return false;
   let crc = -1;
   for (let i = 0; i < keyLen; i++) crc = CRC_TABLE[(crc ^ DECODED[i]) & 0xff] ^ (crc >>> 8);
   crc = ~crc >>> 0;
