@@ -207,6 +207,43 @@ describe('SessionArena: the closed boots of every timeline', () => {
     expect([arena.size, arena.shared]).toEqual([0, 0]);
   });
 
+  it('grows a page of 4,096 slots at a time, keeps boots exact across pages, and reuses freed slots before growing', () => {
+    const arena = new SessionArena();
+    const timelines = Array.from({ length: 3000 }, (_, i) => new BootTimeline(`02:00:00:00:${((i >> 8) & 255).toString(16).padStart(2, '0')}:${(i & 255).toString(16).padStart(2, '0')}`, 3, arena));
+    for (let round = 0; round < 5; round++) timelines.forEach((t, i) => boot(t, 1000 * round + i, `seat-${i}`));
+    // Two closed boots a device: 6,000 slots in two pages; a worker and a vars detail a device.
+    expect([arena.size, arena.capacity, arena.shared]).toEqual([6000, 8192, 6000]);
+    for (const i of [0, 2047, 2048, 2999]) {
+      expect(timelines[i].sessions.map((s) => [s.started, s.worker, s.stages.map((m) => `${m.stage}@${m.at}`).join(), s.detailOf('vars')])).toEqual(
+        [2, 3, 4].map((round) => [1000 * round + i, `seat-${i}`, [0, 5, 9].map((d, k) => `${['report', 'vars', 'disk'][k]}@${1000 * round + i + d}`).join(), { answer: 'disk', disk: `iqn.x:seat-${i}` }]),
+      );
+    }
+    timelines.slice(0, 1500).forEach((t) => t.dispose());
+    expect([arena.size, arena.shared]).toEqual([3000, 3000]);
+    for (let round = 5; round < 8; round++) timelines.slice(0, 1500).forEach((t, i) => boot(t, 1000 * round + i, `seat-${i}`));
+    expect([arena.size, arena.capacity, arena.shared]).toEqual([6000, 8192, 6000]);
+    expect(timelines[1499].sessions.map((s) => s.started)).toEqual([5000 + 1499, 6000 + 1499, 7000 + 1499]);
+    expect(timelines[1500].sessions.map((s) => s.started)).toEqual([2000 + 1500, 3000 + 1500, 4000 + 1500]);
+  });
+
+  it('shares a worker or a detail between the boots of one device only: another device holds its own entry, which outlives the first', () => {
+    const arena = new SessionArena();
+    const detail = { answer: 'pooled' };
+    const a1 = arena.store(1000, 'w', 0, 5, [8, 41], [null, detail], -1);
+    const b1 = arena.store(1000, 'w', 0, 5, [8, 41], [null, detail], -1);
+    expect(arena.shared).toBe(4);
+    // The same device's next boot refers to the entries of the one before it.
+    const a2 = arena.store(2000, 'w', 0, 5, [8, 41], [null, detail], a1);
+    expect(arena.shared).toBe(4);
+    arena.free(a1);
+    arena.free(a2);
+    expect(arena.shared).toBe(2);
+    expect([arena.worker(b1), arena.detail(b1, 1), arena.detail(b1, 0), arena.code(b1, 1)]).toEqual(['w', detail, null, 41]);
+    // A previous boot whose worker differs: a new entry for the new one.
+    const b2 = arena.store(2000, 'v', 0, 5, [8], [null], b1);
+    expect([arena.shared, arena.worker(b2), arena.worker(b1)]).toEqual([3, 'v', 'w']);
+  });
+
   it('keeps a boot that does not pack (a failure, five stages, a stage past 2^32 ms / 8) as its object, exactly', () => {
     const arena = new SessionArena();
     const t = new BootTimeline(MAC, 10, arena);

@@ -215,9 +215,9 @@ export class BootSession {
   /**
    * Writes a closed session (one a later boot replaced: never marked again) to the arena; a slot
    * that holds this object where it does not pack (a failure, more than ARENA_STAGES stages, a code
-   * or offset past ARENA_MAX).
+   * or offset past ARENA_MAX). `near`: the arena slot of the device's boot before it (-1: none).
    */
-  closeInto(arena: SessionArena): number {
+  closeInto(arena: SessionArena, near: number): number {
     const n = this.stageCount;
     if (this.failure || n > ARENA_STAGES || this.lastOffset > ARENA_MAX || this.m0 > ARENA_MAX || this.m1 > ARENA_MAX || this.m2 > ARENA_MAX) {
       return arena.storeObject(this.started, this);
@@ -231,7 +231,7 @@ export class BootSession {
       if ((this.more![0] as number) > ARENA_MAX) return arena.storeObject(this.started, this);
       codes.push(this.more![0] as number), details.push(this.more![1] as Detail | null);
     }
-    return arena.store(this.started, this.worker, this.bits, this.lastOffset, codes, details);
+    return arena.store(this.started, this.worker, this.bits, this.lastOffset, codes, details, near);
   }
 
   /** The session of an arena slot closeInto wrote: its own object, or a copy of what the slot holds. */
@@ -415,7 +415,7 @@ export class BootTimeline {
   private close(): BootSession | undefined {
     const s = this.newest;
     if (!s) return undefined;
-    const slot = s.closeInto(this.arena);
+    const slot = s.closeInto(this.arena, this.closed);
     this.arena.setOlder(slot, this.closed);
     this.closed = slot;
     this.closedCount++;
