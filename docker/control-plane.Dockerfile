@@ -32,4 +32,4 @@ EXPOSE 4839
 HEALTHCHECK --interval=10s --timeout=5s CMD ["node", "dist/scripts/wait-healthy.js", "--timeout", "3"]
 # glibc's malloc as npm run start:prod sets it: large blocks mapped and given back (README, "Memory").
 ENV MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072
-CMD ["node", "--max-semi-space-size=32", "--single-threaded-gc", "dist/src/control-plane/start.js"]
+CMD ["node", "--max-semi-space-size=16", "--single-threaded-gc", "dist/src/control-plane/start.js"]

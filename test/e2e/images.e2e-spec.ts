@@ -90,7 +90,7 @@ describeFiles('container images: built with podman, their filesystems answer /he
     const fsys = new Rootfs(built['control-plane']);
     try {
       const c = fsys.config();
-      expect(c.Cmd).toEqual(['node', '--max-semi-space-size=32', '--single-threaded-gc', 'dist/src/control-plane/start.js']);
+      expect(c.Cmd).toEqual(['node', '--max-semi-space-size=16', '--single-threaded-gc', 'dist/src/control-plane/start.js']);
       const port = await freePort();
       const env = { IPXE_CP_PORT: String(port), IPXE_CP_HOST: '127.0.0.1' };
       const p = fsys.start(c.Cmd, env);

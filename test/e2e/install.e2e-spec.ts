@@ -60,7 +60,7 @@ describeFiles('production install: deploy/install.sh, systemd units, the install
     }
     expect(fs.existsSync(path.join(app, 'node_modules/@nestjs/core/package.json'))).toBe(true);
     for (const dev of ['jest', 'typescript', '@redocly/cli', 'playwright-core']) expect([dev, fs.existsSync(path.join(app, 'node_modules', dev))]).toEqual([dev, false]);
-    expect(unit('kurrent-control-plane.service')).toContain(`ExecStart=${NODE} --max-semi-space-size=32 --single-threaded-gc /opt/kurrent/dist/src/control-plane/start.js`);
+    expect(unit('kurrent-control-plane.service')).toContain(`ExecStart=${NODE} --max-semi-space-size=16 --single-threaded-gc /opt/kurrent/dist/src/control-plane/start.js`);
     expect(unit('kurrent-control-plane.service')).not.toContain('@NODE@');
     expect(fs.statSync(path.join(stage, 'etc/kurrent/control-plane.env')).mode & 0o777).toBe(0o640);
     expect(fs.readFileSync(path.join(stage, 'etc/dnsmasq.d/kurrent.conf'), 'utf8')).toContain('dhcp-hostsfile=/var/lib/kurrent/dnsmasq/dhcp-hosts.conf');
