@@ -31,5 +31,5 @@ EXPOSE 4839
 # /healthz on the port (and scheme) the container's own settings give (IPXE_CP_PORT, IPXE_CP_TLS_*).
 HEALTHCHECK --interval=10s --timeout=5s CMD ["node", "dist/scripts/wait-healthy.js", "--timeout", "3"]
 # glibc's malloc as npm run start:prod sets it: large blocks mapped and given back (README, "Memory").
-ENV MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072
+ENV MALLOC_MMAP_THRESHOLD_=16384 MALLOC_TRIM_THRESHOLD_=131072
 CMD ["node", "--max-semi-space-size=16", "--single-threaded-gc", "dist/src/control-plane/start.js"]

@@ -113,7 +113,7 @@ describe('deployment files (no Docker engine here: checked statically)', () => {
     expect(pkg.scripts.start).toBe('npm run build && exec npm run start:prod');
     const [, env, node] = /^exec env ((?:[A-Z_]+=\S+ )+)(node .+)$/.exec(pkg.scripts['start:prod'])!;
     const vars = env.trim().split(' ').sort();
-    expect(vars).toEqual(['MALLOC_MMAP_THRESHOLD_=131072', 'MALLOC_TRIM_THRESHOLD_=131072']);
+    expect(vars).toEqual(['MALLOC_MMAP_THRESHOLD_=16384', 'MALLOC_TRIM_THRESHOLD_=131072']);
     const docker = read('docker/control-plane.Dockerfile');
     const cmd = /^CMD (\[.*\])$/m.exec(docker)![1];
     expect(node.split(' ')).toEqual(JSON.parse(cmd));
