@@ -27,6 +27,26 @@ describe('FileSystem.replaceViaLink', () => {
     expect(fs.readFileSync(file, 'utf8')).toBe('two\n');
   });
 
+  it('writes content larger than one write of FileHandle.writeFile (512 KiB) byte for byte, mode 0644; strings as UTF-8 through every writer', async () => {
+    const fsys = new FileSystem();
+    const file = path.join(dir, 'hosts.conf');
+    // dhcp-hosts.conf at 100,000 bindings is ~2.9 MB.
+    const big = Buffer.from(Array.from({ length: 100_000 }, (_, i) => `02:00:00:${String(i).padStart(6, '0').replace(/(..)(..)(..)/, '$1:$2:$3')},seat-${i}\n`).join(''));
+    expect(big.length).toBeGreaterThan(2 * 1024 * 1024);
+    await fsys.replaceViaLink(file, big);
+    expect(fs.readFileSync(file).equals(big)).toBe(true);
+    expect(fs.statSync(file).mode & 0o777).toBe(0o644);
+    const text = `é€😀\n`.repeat(200_000);
+    await fsys.writeAtomic(path.join(dir, 'a.txt'), text);
+    await fsys.appendDurable(path.join(dir, 'a.txt'), text);
+    expect(fs.readFileSync(path.join(dir, 'a.txt'), 'utf8')).toBe(text + text);
+    const w = await fsys.openAtomic(path.join(dir, 'b.txt'));
+    await w.write(text);
+    await w.write(big);
+    await w.commit();
+    expect(fs.readFileSync(path.join(dir, 'b.txt')).equals(Buffer.concat([Buffer.from(text), big]))).toBe(true);
+  });
+
   it('at start, data files the link does not name are removed, the one it names is kept', async () => {
     const fsys = new FileSystem();
     const file = path.join(dir, 'hosts.conf');
