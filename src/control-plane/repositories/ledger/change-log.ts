@@ -94,14 +94,8 @@ export class ChangeLog<R extends { seq: number } = ChangeRecord> {
    * Appends one record durably (buffered: without fdatasync, for what may be lost in a power cut).
    * Call under the owner's lock; a failure leaves the log as it was.
    */
-  async append(rec: R, buffered = false): Promise<void> {
-    const json = JSON.stringify(rec);
-    const line = `${hex8(crc32(json))} ${json}\n`;
-    if (buffered) await this.fs.appendBuffered(this.file, line, this.mode);
-    else await this.fs.appendDurable(this.file, line, this.mode);
-    this.seq = rec.seq;
-    this.bytes += Buffer.byteLength(line, 'utf8');
-    this.count++;
+  append(rec: R, buffered = false): Promise<void> {
+    return this.appendMany([rec], buffered);
   }
 
   /**
@@ -110,11 +104,8 @@ export class ChangeLog<R extends { seq: number } = ChangeRecord> {
    * leaves the log as it was.
    */
   async appendMany(recs: readonly R[], buffered = false): Promise<void> {
-    if (recs.length === 1) return this.append(recs[0], buffered);
-    const lines = recs.map((rec) => {
-      const json = JSON.stringify(rec);
-      return Buffer.from(`${hex8(crc32(json))} ${json}\n`, 'utf8');
-    });
+    if (!recs.length) return;
+    const lines = recs.map(lineOf);
     if (buffered) await this.fs.appendBuffered(this.file, lines, this.mode);
     else await this.fs.appendDurable(this.file, lines, this.mode);
     this.seq = recs[recs.length - 1].seq;
@@ -148,6 +139,12 @@ export class ChangeLog<R extends { seq: number } = ChangeRecord> {
     this.bytes = 0;
     this.count = 0;
   }
+}
+
+/** A record's line: its JSON's CRC-32, a space, the JSON, a newline. */
+function lineOf(rec: { seq: number }): Buffer {
+  const json = JSON.stringify(rec);
+  return Buffer.from(`${hex8(crc32(json))} ${json}\n`, 'utf8');
 }
 
 function parseLine(l: string): { seq: number } | null {
