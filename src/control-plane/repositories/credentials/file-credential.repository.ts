@@ -292,10 +292,8 @@ export class FileCredentialRepository extends CredentialRepository implements On
   private async foldBeside(): Promise<void> {
     const snap = await this.lock.run(async () => {
       this.pickUpHandEdit();
-      if (this.wal.count === 0 && !this.dirty.size && !this.removalsDirty) return null;
-      if (this.walAuditMax && this.audit && !(await this.audit.durableThrough(this.walAuditMax))) {
-        throw new Error('audit entries carried by nvme-credentials.wal are not yet in operations.jsonl');
-      }
+      if (this.nothingToFold()) return null;
+      await this.requireAuditDurable();
       // Values are replaced, never changed in place (runOnView, applyDelta): the references are the state.
       const dirty = new Map([...this.dirty].map((id) => [id, this.data.credentials[id]]));
       return { entries: Object.entries(this.data.credentials), removals: this.data.removals, logBytes: this.wal.bytes, auditMax: this.walAuditMax, stamp: this.stamp, dirty, removalsDirty: this.removalsDirty };
@@ -326,13 +324,21 @@ export class FileCredentialRepository extends CredentialRepository implements On
     });
   }
 
-  /** Rewrites the file from memory and empties the log; a hand edit meanwhile is picked up first. */
-  private async fold(): Promise<void> {
-    if (this.wal.count === 0 && !this.dirty.size && !this.removalsDirty) return;
-    // The log is the only copy of its audit entries until operations.jsonl has them (a full disk).
+  private nothingToFold(): boolean {
+    return this.wal.count === 0 && !this.dirty.size && !this.removalsDirty;
+  }
+
+  /** The log is the only copy of its audit entries until operations.jsonl has them (a full disk): it is not dropped before. */
+  private async requireAuditDurable(): Promise<void> {
     if (this.walAuditMax && this.audit && !(await this.audit.durableThrough(this.walAuditMax))) {
       throw new Error('audit entries carried by nvme-credentials.wal are not yet in operations.jsonl');
     }
+  }
+
+  /** Rewrites the file from memory and empties the log; a hand edit meanwhile is picked up first. */
+  private async fold(): Promise<void> {
+    if (this.nothingToFold()) return;
+    await this.requireAuditDurable();
     for (let attempt = 1; ; attempt++) {
       try {
         await this.fs.writeAtomic(this.file, renderCredentialsFile(this.data), 0o600, { unchangedSince: this.stamp });
