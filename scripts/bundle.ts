@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { buildSync } from 'esbuild';
-import { NODE_BUNDLE } from './bundle-options';
+import { asciiOnly, NODE_BUNDLE } from './bundle-options';
 
 const root = path.resolve(__dirname, '..', '..');
 const out = path.join(root, 'dist/bundle/kurrent.js');
@@ -19,6 +19,7 @@ const spec = path.join(root, 'dist/bundle/control-plane.openapi.json');
 rmSync(spec, { force: true });
 
 buildSync({ ...NODE_BUNDLE, entryPoints: [path.join(root, 'dist/src/control-plane/server.js')], outfile: out });
+writeFileSync(out, asciiOnly(readFileSync(out, 'utf8')));
 
 // Same V8 flags as `npm run start:prod`, or V8 rejects the cache (it is then written at start).
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
