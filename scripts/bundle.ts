@@ -6,7 +6,7 @@
  * dist/ files.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { buildSync } from 'esbuild';
 import { asciiOnly, NODE_BUNDLE } from './bundle-options';
@@ -18,8 +18,10 @@ const spec = path.join(root, 'dist/bundle/control-plane.openapi.json');
 // A document of an earlier build must not outlive its bundle if this one fails half way.
 rmSync(spec, { force: true });
 
-buildSync({ ...NODE_BUNDLE, entryPoints: [path.join(root, 'dist/src/control-plane/server.js')], outfile: out });
-writeFileSync(out, asciiOnly(readFileSync(out, 'utf8')));
+const built = buildSync({ ...NODE_BUNDLE, entryPoints: [path.join(root, 'dist/src/control-plane/server.js')], outfile: out, write: false });
+if (built.outputFiles.length !== 1) throw new Error(`bundle: esbuild made ${built.outputFiles.length} files, one expected`);
+mkdirSync(path.dirname(out), { recursive: true });
+writeFileSync(out, asciiOnly(built.outputFiles[0].text));
 
 // Same V8 flags as `npm run start:prod`, or V8 rejects the cache (it is then written at start).
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
